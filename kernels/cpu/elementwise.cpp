@@ -1,0 +1,164 @@
+// CPU element-wise kernels (OpenMP over elements; static schedule, so results are
+// deterministic).
+#include "kernels/cpu/elementwise.h"
+
+#include <type_traits>
+
+#include "kernels/philox.h"
+
+namespace gdn::cpu {
+
+namespace {
+constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
+
+template <typename T>
+inline acc_t<T> load(const T& x) {
+  return to_acc(x);
+}
+
+// Converts between any two storage types through double (exact for every pair we support).
+template <typename D, typename S>
+inline D convert(S x) {
+  if constexpr (std::is_same_v<S, D>) {
+    return x;
+  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, fp16>) {
+    return convert<D>(float(x));
+  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, fp16>) {
+    return D(float(x));
+  } else {
+    return static_cast<D>(x);
+  }
+}
+
+// Offset of element `linear` of a row-major iteration over shape with the given strides.
+inline int64_t strided_offset(int64_t linear, int ndim, const int64_t* shape,
+                              const int64_t* stride) {
+  int64_t off = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    int64_t i = linear % shape[d];
+    linear /= shape[d];
+    off += i * stride[d];
+  }
+  return off;
+}
+}  // namespace
+
+template <typename T>
+void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double beta) {
+  using A = acc_t<T>;
+  const A a = A(alpha), b = A(beta);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = from_acc<T>(kern::apply_unary<A>(op, load(x[i]), a, b));
+}
+
+template <typename T>
+void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T* b, T* out,
+            double alpha) {
+  using A = acc_t<T>;
+  const A al = A(alpha);
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < L.ndim; ++d) rows *= L.shape[d];
+  const int64_t cols = L.ndim ? L.shape[L.ndim - 1] : 1;
+  const int64_t sa = L.ndim ? L.stride_a[L.ndim - 1] : 0;
+  const int64_t sb = L.ndim ? L.stride_b[L.ndim - 1] : 0;
+  // Rows over the leading dims, a strided inner loop over the last one.
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t oa = L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_a) : 0;
+    const int64_t ob = L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_b) : 0;
+    const T* pa = a + oa;
+    const T* pb = b + ob;
+    T* po = out + r * cols;
+    if (sa == 1 && sb == 1) {
+      for (int64_t c = 0; c < cols; ++c)
+        po[c] = from_acc<T>(kern::apply_binary<A>(op, load(pa[c]), load(pb[c]), al));
+    } else {
+      for (int64_t c = 0; c < cols; ++c)
+        po[c] = from_acc<T>(kern::apply_binary<A>(op, load(pa[c * sa]), load(pb[c * sb]), al));
+    }
+  }
+}
+
+template <typename S, typename D>
+void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < L.ndim; ++d) rows *= L.shape[d];
+  const int64_t cols = L.ndim ? L.shape[L.ndim - 1] : 1;
+  const int64_t ss = L.ndim ? L.stride_src[L.ndim - 1] : 0;
+  const int64_t sd = L.ndim ? L.stride_dst[L.ndim - 1] : 0;
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const S* ps = src + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_src) : 0);
+    D* pd = dst + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_dst) : 0);
+    if (ss == 1 && sd == 1) {
+      for (int64_t c = 0; c < cols; ++c) pd[c] = convert<D>(ps[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) pd[c * sd] = convert<D>(ps[c * ss]);
+    }
+  }
+}
+
+template <typename T>
+void axpy(T* dst, const T* src, int64_t n, double alpha) {
+  using A = acc_t<T>;
+  const A al = A(alpha);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dst[i] = from_acc<T>(load(dst[i]) + al * load(src[i]));
+}
+
+template <typename T>
+void fill(T* p, int64_t n, double value) {
+  const T v = convert<T>(value);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) p[i] = v;
+}
+
+template <typename T>
+void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = convert<T>(mean + std * kern::philox_normal(offset + uint64_t(i), seed));
+}
+
+template <typename T>
+void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low, double high) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = convert<T>(low + (high - low) * kern::philox_uniform(offset + uint64_t(i), seed));
+}
+
+template <typename T>
+void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
+  const uint64_t range = uint64_t(high - low);
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    kern::Philox4 r = kern::philox4x32(offset + uint64_t(i), seed);
+    uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
+    p[i] = convert<T>(double(low + int64_t(bits % range)));
+  }
+}
+
+#define GDN_FLOAT_TYPES(X) X(float) X(double) X(bf16) X(fp16)
+#define GDN_ALL_TYPES(X) X(float) X(double) X(bf16) X(fp16) X(int32_t) X(int64_t)
+
+#define INST_FLOAT(T)                                                                        \
+  template void unary<T>(kern::Unary, const T*, T*, int64_t, double, double);                \
+  template void binary<T>(kern::Binary, const kern::BroadcastLayout&, const T*, const T*, T*, \
+                          double);                                                           \
+  template void axpy<T>(T*, const T*, int64_t, double);                                      \
+  template void random_normal<T>(T*, int64_t, uint64_t, uint64_t, double, double);           \
+  template void random_uniform<T>(T*, int64_t, uint64_t, uint64_t, double, double);
+GDN_FLOAT_TYPES(INST_FLOAT)
+
+#define INST_ALL(T)                                                                 \
+  template void fill<T>(T*, int64_t, double);                                       \
+  template void random_int<T>(T*, int64_t, uint64_t, uint64_t, int64_t, int64_t);   \
+  template void copy_strided<T, float>(const kern::CopyLayout&, const T*, float*);   \
+  template void copy_strided<T, double>(const kern::CopyLayout&, const T*, double*); \
+  template void copy_strided<T, bf16>(const kern::CopyLayout&, const T*, bf16*);     \
+  template void copy_strided<T, fp16>(const kern::CopyLayout&, const T*, fp16*);     \
+  template void copy_strided<T, int32_t>(const kern::CopyLayout&, const T*, int32_t*); \
+  template void copy_strided<T, int64_t>(const kern::CopyLayout&, const T*, int64_t*);
+GDN_ALL_TYPES(INST_ALL)
+
+}  // namespace gdn::cpu

@@ -1,0 +1,79 @@
+// BLAS wrappers. Batched GEMMs split the batch over OpenMP threads when there are enough
+// matrices, and otherwise let BLAS thread each product.
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+namespace gdn::cpu {
+
+namespace {
+inline CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
+}
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+               int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
+}
+}  // namespace
+
+int num_threads() {
+  int n = omp_get_max_threads();
+  return n < 1 ? 1 : n;
+}
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // BLAS may not scale C when K == 0
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
+  blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <typename T>
+void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
+                          const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
+                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c,
+                          int64_t batch) {
+  if (batch <= 0) return;
+  if (batch == 1 || omp_in_parallel()) {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+           C + b * stride_c, ldc);
+    return;
+  }
+  // Small matrices: one GEMM per thread. Large ones: BLAS threads each GEMM.
+  const bool per_thread = batch >= num_threads() && M * N * K < (1 << 21);
+  if (per_thread) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+           C + b * stride_c, ldc);
+  } else {
+    for (int64_t b = 0; b < batch; ++b)
+      gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+           C + b * stride_c, ldc);
+  }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
+template void gemm_strided_batched<float>(bool, bool, int64_t, int64_t, int64_t, float,
+                                          const float*, int64_t, int64_t, const float*, int64_t,
+                                          int64_t, float, float*, int64_t, int64_t, int64_t);
+template void gemm_strided_batched<double>(bool, bool, int64_t, int64_t, int64_t, double,
+                                           const double*, int64_t, int64_t, const double*, int64_t,
+                                           int64_t, double, double*, int64_t, int64_t, int64_t);
+
+}  // namespace gdn::cpu

@@ -1,0 +1,105 @@
+// The gated delta rule kernel API, shared by every implementation (CPU and CUDA).
+//
+// Layout (flash-linear-attention's, time-major, contiguous, row-major):
+//   q, k [B, T, H, K]   v, o [B, T, HV, V]   g, beta [B, T, HV]   h0, ht [B, HV, K, V]
+// HV is a multiple of H; value head i reads key head i / (HV / H).
+// Per (b, value head), with state S (K x V), scale = K^-1/2 unless given:
+//   S = S * exp(g_t);  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
+// `ssd` drops the delta rule (no beta): S = exp(g_t) S + k_t v_t^T; o_t = S^T (scale q_t).
+//
+// Kernels never allocate: the caller asks for the sizes below, allocates (so that the memory
+// profiler sees every byte, tagged) and passes pointers. Sizes are counts of Acc elements.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/numeric.h"
+
+namespace gdn::gdr {
+
+enum class Impl { recurrent, chunked, fused, ssd };
+// What the forward keeps for the backward besides the inputs: `minimal` the fp32 state at the
+// start of every chunk; `full` also W, U and A of every chunk (chunked only; the seed's
+// chunked_fat). Other implementations ignore it.
+enum class Residual { minimal, full };
+
+const char* impl_name(Impl impl);
+Impl parse_impl(const std::string& name);  // throws std::invalid_argument naming the value
+const char* residual_name(Residual r);
+Residual parse_residual(const std::string& name);
+
+struct Problem {
+  int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
+  int chunk = 64;          // chunk size C: 16, 32 or 64
+  double scale = 0;        // resolved by the caller; 0 is not allowed
+  Impl impl = Impl::chunked;
+  Residual residual = Residual::minimal;
+  bool has_h0 = false;     // an initial state is given
+  bool want_ht = false;    // the final state is written
+  int64_t num_chunks() const { return (T + chunk - 1) / chunk; }
+  int64_t group() const { return HV / H; }  // value heads per key head
+};
+
+// Throws std::invalid_argument naming what is wrong (sizes, divisibility, chunk size, scale).
+void validate(const Problem& p);
+
+// Acc elements the forward saves for the backward (beyond the inputs and outputs).
+int64_t residual_elems(const Problem& p);
+// Acc elements of scratch the forward / backward need while they run (freed after).
+int64_t forward_workspace_elems(const Problem& p);
+int64_t backward_workspace_elems(const Problem& p);
+
+template <typename T>
+struct Inputs {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const T* g = nullptr;
+  const T* beta = nullptr;       // null for ssd
+  const acc_t<T>* h0 = nullptr;  // [B, HV, K, V] when p.has_h0
+};
+
+template <typename T>
+struct ForwardOutputs {
+  T* o = nullptr;                      // [B, T, HV, V]
+  acc_t<T>* ht = nullptr;              // [B, HV, K, V] when p.want_ht
+  acc_t<T>* residual = nullptr;        // residual_elems(p)
+  acc_t<T>* workspace = nullptr;       // forward_workspace_elems(p)
+};
+
+template <typename T>
+struct BackwardArgs {
+  const T* d_o = nullptr;              // [B, T, HV, V]
+  const acc_t<T>* dht = nullptr;       // may be null (zero)
+  const acc_t<T>* residual = nullptr;  // what forward saved
+  acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
+  T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)
+  T* dk = nullptr;                     // [B, T, H, K]
+  T* dv = nullptr;                     // [B, T, HV, V]
+  T* dg = nullptr;                     // [B, T, HV]
+  T* dbeta = nullptr;                  // [B, T, HV] (unused for ssd)
+  acc_t<T>* dh0 = nullptr;             // [B, HV, K, V] when p.has_h0
+};
+
+// CPU implementations; T is float, double or bf16 (computes in acc_t<T>). The backward expects
+// the residual written by the forward of the same Problem.
+template <typename T>
+void forward_cpu(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out);
+template <typename T>
+void backward_cpu(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
+
+#if defined(GDN_WITH_CUDA)
+// CUDA implementations (same contract; pointers are device pointers; runs on `stream`).
+template <typename T>
+void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                  void* stream);
+template <typename T>
+void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                   void* stream);
+#endif
+
+// DESIGN.md's FLOP counts per token-head, for GFLOP/s and fraction of peak.
+double forward_flops(const Problem& p);
+double backward_flops(const Problem& p);
+
+}  // namespace gdn::gdr

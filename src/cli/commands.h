@@ -1,0 +1,10 @@
+// The subcommands of the `gdn` program: each file in src/cli adds one to the app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace gdn::cli {
+
+void add_gradcheck_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+
+}  // namespace gdn::cli

@@ -1,0 +1,151 @@
+// CPU and meta allocators and the shared accounting.
+#include "src/core/allocator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+#include "src/core/error.h"
+
+#if defined(GDN_WITH_CUDA)
+#include "src/core/cuda/cuda_allocator.h"
+#endif
+
+namespace gdn {
+
+const char* mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::param: return "param";
+    case MemCategory::grad: return "grad";
+    case MemCategory::optim: return "optim";
+    case MemCategory::activation: return "activation";
+    case MemCategory::temp: return "temp";
+    case MemCategory::workspace: return "workspace";
+  }
+  return "?";
+}
+
+void Allocator::add(MemCategory cat, int64_t bytes) {
+  int c = int(cat);
+  stats_.current[c] += bytes;
+  stats_.total += bytes;
+  if (stats_.current[c] > stats_.max[c]) stats_.max[c] = stats_.current[c];
+  if (stats_.total > stats_.peak) {
+    stats_.peak = stats_.total;
+    stats_.at_peak = stats_.current;
+  }
+}
+
+void* Allocator::allocate(size_t bytes, MemCategory cat) {
+  void* p = bytes ? raw_allocate(bytes) : nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  add(cat, int64_t(bytes));
+  stats_.num_allocs++;
+  return p;
+}
+
+void Allocator::deallocate(void* ptr, size_t bytes, MemCategory cat) {
+  if (bytes) raw_deallocate(ptr, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  add(cat, -int64_t(bytes));
+}
+
+void Allocator::retag(size_t bytes, MemCategory from, MemCategory to) {
+  if (from == to) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Remove first so that moving bytes between categories never raises the total peak.
+  add(from, -int64_t(bytes));
+  add(to, int64_t(bytes));
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  MemoryStats s = stats_;
+  int64_t r = reserved_bytes();
+  s.reserved = r < 0 ? s.total : r;
+  return s;
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak = stats_.total;
+  stats_.max = stats_.current;
+  stats_.at_peak = stats_.current;
+}
+
+namespace {
+
+// 64-byte aligned host memory (cache lines; AVX-512 loads).
+class CpuAllocator final : public Allocator {
+ public:
+  CpuAllocator() : Allocator(Device::cpu()) {}
+
+ protected:
+  void* raw_allocate(size_t bytes) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    GDN_CHECK(p, "out of host memory allocating ", format_bytes(int64_t(bytes)),
+              " (profile with `gdn profile-memory`)");
+    return p;
+  }
+  void raw_deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+// Accounting only: meta tensors have no data.
+class MetaAllocator final : public Allocator {
+ public:
+  MetaAllocator() : Allocator(Device::meta()) {}
+
+ protected:
+  void* raw_allocate(size_t) override { return nullptr; }
+  void raw_deallocate(void*, size_t) override {}
+};
+
+thread_local MemCategory t_category = MemCategory::temp;
+
+}  // namespace
+
+Allocator& allocator_for(Device device) {
+  static CpuAllocator cpu;
+  static MetaAllocator meta;
+  switch (device.type) {
+    case DeviceType::cpu: return cpu;
+    case DeviceType::meta: return meta;
+    case DeviceType::cuda:
+#if defined(GDN_WITH_CUDA)
+      return cuda::caching_allocator(device.index);
+#else
+      GDN_FAIL("device ", device.str(), " requested but gdn was built without CUDA");
+#endif
+  }
+  GDN_FAIL("unknown device");
+}
+
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak_memory(Device device) { allocator_for(device).reset_peak(); }
+
+MemCategory current_mem_category() { return t_category; }
+
+MemoryCategoryScope::MemoryCategoryScope(MemCategory cat) : previous_(t_category) {
+  t_category = cat;
+}
+MemoryCategoryScope::~MemoryCategoryScope() { t_category = previous_; }
+
+std::string format_bytes(int64_t bytes) {
+  char buf[64];
+  double b = double(bytes);
+  const char* sign = b < 0 ? "-" : "";
+  b = b < 0 ? -b : b;
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%s%.2f GiB", sign, b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%s%.1f MiB", sign, b / (1024.0 * 1024));
+  else if (b >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%s%.1f KiB", sign, b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%s%.0f B", sign, b);
+  return buf;
+}
+
+}  // namespace gdn

@@ -1,0 +1,52 @@
+// Internal helpers shared by the op implementations: device checks, the CUDA stream of a
+// tensor, and the macro that routes a kernel call to the tensor's device.
+#pragma once
+#include <vector>
+
+#include "src/core/tensor.h"
+
+#if defined(GDN_WITH_CUDA)
+#include "src/core/cuda/cuda_context.h"
+#endif
+
+namespace gdn::ops::detail {
+
+// All defined tensors on one device; returns it. Names the op and both devices otherwise.
+Device common_device(const char* op, const std::vector<Tensor>& ts);
+void check_floating(const char* op, const Tensor& t);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+inline void* stream_of(Device d) {
+#if defined(GDN_WITH_CUDA)
+  return d.is_cuda() ? cuda::current_stream(d.index) : nullptr;
+#else
+  (void)d;
+  return nullptr;
+#endif
+}
+
+}  // namespace gdn::ops::detail
+
+// RUN_ON_DEVICE(dev, "op", cpu_call, cuda_call): meta runs nothing.
+#if defined(GDN_WITH_CUDA)
+#define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
+  do {                                                  \
+    if ((DEV).is_cpu()) {                               \
+      CPU_CALL;                                         \
+    } else if ((DEV).is_cuda()) {                       \
+      CUDA_CALL;                                        \
+    }                                                   \
+  } while (0)
+#else
+#define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
+  do {                                                  \
+    if ((DEV).is_cpu()) {                               \
+      CPU_CALL;                                         \
+    } else if ((DEV).is_cuda()) {                       \
+      GDN_FAIL(OP, ": gdn was built without CUDA");     \
+    }                                                   \
+  } while (0)
+#endif
+
+// For ops whose CUDA kernels come with the CUDA backend issue: a clear error on cuda.
+#define GDN_CPU_ONLY_YET(DEV, OP)                                                          \
+  GDN_CHECK(!(DEV).is_cuda(), OP, " has no CUDA kernel yet (CPU and meta only in this build)")

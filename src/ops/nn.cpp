@@ -1,0 +1,259 @@
+// Neural-network ops with fused forward/backward kernels: softmax, cross-entropy, embedding,
+// RMSNorm, L2 norm, causal depthwise conv1d. The math of each backward is next to its kernel
+// in kernels/cpu/.
+#include "kernels/cpu/nn.h"
+#include "kernels/cpu/reduce.h"
+#include "src/autograd/node.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/ops.h"
+
+namespace gdn::ops {
+
+namespace {
+
+DType acc_dtype(DType d) { return d == DType::float64 ? DType::float64 : DType::float32; }
+
+// Rows view: [N, D] contiguous over the last dim.
+Tensor rows_of(const Tensor& x) { return contiguous(x.detach()); }
+int64_t num_rows(const Tensor& x) { return x.dim() ? x.numel() / x.size(-1) : 1; }
+
+#define GDN_DISPATCH_INDEX(DT, WHAT, ...)                                              \
+  switch (DT) {                                                                        \
+    case DType::int32: { using index_t = int32_t; __VA_ARGS__; break; }                \
+    case DType::int64: { using index_t = int64_t; __VA_ARGS__; break; }                \
+    default: GDN_FAIL(WHAT, ": indices must be int32 or int64, got ", dtype_name(DT)); \
+  }
+
+Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  detail::check_floating(name, a);
+  const int64_t d = wrap_dim(dim, a.dim());
+  if (d != a.dim() - 1) {  // move the dim last and back
+    Tensor t = transpose(a, d, -1);
+    return transpose(softmax_impl(t, -1, log), d, -1);
+  }
+  GDN_CPU_ONLY_YET(a.device(), name);
+  Tensor x = rows_of(a);
+  Tensor y = empty(a.shape(), a.dtype(), a.device());
+  const int64_t n = num_rows(a), cols = a.dim() ? a.size(-1) : 1;
+  if (a.device().is_cpu())
+    GDN_DISPATCH_FLOATING(a.dtype(), name,
+                          cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log));
+  if (autograd::needs_grad({a}))
+    autograd::record(name, {a}, y, {y.detach()},
+                     [log, n, cols, name](const std::vector<Tensor>& g,
+                                          const std::vector<Tensor>& s) {
+                       Tensor gc = contiguous(g[0]);
+                       Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
+                       if (dx.device().is_cpu())
+                         GDN_DISPATCH_FLOATING(
+                             dx.dtype(), name,
+                             cpu::softmax_rows_backward(s[0].data<scalar_t>(),
+                                                        gc.data<scalar_t>(), dx.data<scalar_t>(),
+                                                        n, cols, log));
+                       return std::vector<Tensor>{dx};
+                     });
+  return y;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, false); }
+Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  detail::common_device("cross_entropy", {logits, targets});
+  detail::check_floating("cross_entropy", logits);
+  GDN_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
+            "cross_entropy: logits ", shape_str(logits.shape()), " ([N, V]) and targets ",
+            shape_str(targets.shape()), " ([N])");
+  GDN_CPU_ONLY_YET(logits.device(), "cross_entropy");
+  const int64_t n = logits.size(0), v = logits.size(1);
+  const DType ad = acc_dtype(logits.dtype());
+  Tensor x = rows_of(logits), t = contiguous(targets.detach());
+  Tensor lse = empty({n}, ad, logits.device());
+  Tensor stats = empty({2}, ad, logits.device());  // {loss, count}
+  if (logits.device().is_cpu()) {
+    int64_t bad = -1;
+    GDN_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", {
+      using A = acc_t<scalar_t>;
+      GDN_DISPATCH_INDEX(t.dtype(), "cross_entropy",
+                         cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v,
+                                                    ignore_index, lse.data<A>(), stats.data<A>(),
+                                                    &bad));
+    });
+    GDN_CHECK(bad < 0, "cross_entropy: target ", int64_t(t.to_vector()[size_t(bad)]), " at row ",
+              bad, " is outside the vocabulary [0, ", v, ")");
+  }
+  Tensor loss = reshape(slice(stats, 0, 0, 1), {});
+  if (autograd::needs_grad({logits})) {
+    autograd::record(
+        "cross_entropy", {logits, targets}, loss, {x, t, lse, stats},
+        [n, v, ignore_index](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          const Tensor &x = s[0], &t = s[1], &lse = s[2], &stats = s[3];
+          Tensor dl = contiguous(cast(g[0], lse.dtype()));
+          Tensor dx = empty(x.shape(), x.dtype(), x.device());
+          if (x.device().is_cpu()) {
+            GDN_DISPATCH_FLOATING(x.dtype(), "cross_entropy backward", {
+              using A = acc_t<scalar_t>;
+              GDN_DISPATCH_INDEX(
+                  t.dtype(), "cross_entropy",
+                  cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(),
+                                              lse.data<A>(), stats.data<A>(), dl.data<A>(), n, v,
+                                              ignore_index, dx.data<scalar_t>()));
+            });
+          }
+          return std::vector<Tensor>{dx, Tensor()};
+        });
+  }
+  return loss;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  detail::common_device("embedding", {weight, indices});
+  GDN_CHECK(weight.dim() == 2, "embedding: weight must be [V, D], got ",
+            shape_str(weight.shape()));
+  GDN_CPU_ONLY_YET(weight.device(), "embedding");
+  const int64_t v = weight.size(0), d = weight.size(1), n = indices.numel();
+  Shape out_shape = indices.shape();
+  out_shape.push_back(d);
+  Tensor w = contiguous(weight.detach()), idx = contiguous(indices.detach());
+  Tensor out = empty(out_shape, weight.dtype(), weight.device());
+  if (weight.device().is_cpu()) {
+    int64_t bad = -1;
+    GDN_DISPATCH_FLOATING(weight.dtype(), "embedding",
+                          GDN_DISPATCH_INDEX(idx.dtype(), "embedding",
+                                             cpu::embedding_forward(
+                                                 w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
+                                                 out.data<scalar_t>(), &bad)));
+    GDN_CHECK(bad < 0, "embedding: index ", int64_t(idx.to_vector()[size_t(bad)]),
+              " at position ", bad, " is outside the table [0, ", v, ")");
+  }
+  if (autograd::needs_grad({weight}))
+    autograd::record("embedding", {weight, indices}, out, {idx},
+                     [v, d, n, dtype = weight.dtype()](const std::vector<Tensor>& g,
+                                                       const std::vector<Tensor>& s) {
+                       Tensor gc = contiguous(g[0]);
+                       Tensor dw = empty({v, d}, dtype, gc.device());
+                       if (dw.device().is_cpu())
+                         GDN_DISPATCH_FLOATING(
+                             dtype, "embedding backward",
+                             GDN_DISPATCH_INDEX(s[0].dtype(), "embedding",
+                                                cpu::embedding_backward(
+                                                    gc.data<scalar_t>(), s[0].data<index_t>(), n,
+                                                    v, d, dw.data<scalar_t>())));
+                       return std::vector<Tensor>{dw, Tensor()};
+                     });
+  return out;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  detail::common_device("rms_norm", {x, weight});
+  detail::check_floating("rms_norm", x);
+  const int64_t d = x.size(-1), n = num_rows(x);
+  if (weight.defined()) {
+    detail::check_same_dtype("rms_norm", x, weight);
+    GDN_CHECK(weight.dim() == 1 && weight.size(0) == d, "rms_norm: weight ",
+              shape_str(weight.shape()), " for input ", shape_str(x.shape()));
+  }
+  GDN_CPU_ONLY_YET(x.device(), "rms_norm");
+  Tensor xc = rows_of(x);
+  Tensor w = weight.defined() ? contiguous(weight.detach()) : Tensor();
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = empty({n}, acc_dtype(x.dtype()), x.device());
+  if (x.device().is_cpu())
+    GDN_DISPATCH_FLOATING(x.dtype(), "rms_norm", {
+      using A = acc_t<scalar_t>;
+      cpu::rms_norm_forward(xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr, n, d,
+                            eps, y.data<scalar_t>(), rstd.data<A>());
+    });
+  if (autograd::needs_grad({x, weight}))
+    autograd::record(
+        "rms_norm", {x, weight}, y, {xc, w, rstd},
+        [n, d, want_w = weight.defined() && weight.requires_grad()](
+            const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          const Tensor &xc = s[0], &w = s[1], &rstd = s[2];
+          Tensor gc = contiguous(g[0]);
+          Tensor dx = empty(xc.shape(), xc.dtype(), xc.device());
+          Tensor dw = want_w ? empty({d}, xc.dtype(), xc.device()) : Tensor();
+          if (dx.device().is_cpu())
+            GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
+              using A = acc_t<scalar_t>;
+              cpu::rms_norm_backward(xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr,
+                                     rstd.data<A>(), gc.data<scalar_t>(), n, d,
+                                     dx.data<scalar_t>(), want_w ? dw.data<scalar_t>() : nullptr);
+            });
+          return std::vector<Tensor>{dx, dw};
+        });
+  return y;
+}
+
+Tensor l2_norm(const Tensor& x, double eps) {
+  detail::check_floating("l2_norm", x);
+  GDN_CPU_ONLY_YET(x.device(), "l2_norm");
+  const int64_t d = x.size(-1), n = num_rows(x);
+  Tensor xc = rows_of(x);
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor rn = empty({n}, acc_dtype(x.dtype()), x.device());
+  if (x.device().is_cpu())
+    GDN_DISPATCH_FLOATING(x.dtype(), "l2_norm", {
+      using A = acc_t<scalar_t>;
+      cpu::l2_norm_forward(xc.data<scalar_t>(), n, d, eps, y.data<scalar_t>(), rn.data<A>());
+    });
+  if (autograd::needs_grad({x}))
+    autograd::record("l2_norm", {x}, y, {y.detach(), rn},
+                     [n, d](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                       Tensor gc = contiguous(g[0]);
+                       Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
+                       if (dx.device().is_cpu())
+                         GDN_DISPATCH_FLOATING(dx.dtype(), "l2_norm backward", {
+                           using A = acc_t<scalar_t>;
+                           cpu::l2_norm_backward(s[0].data<scalar_t>(), s[1].data<A>(),
+                                                 gc.data<scalar_t>(), n, d, dx.data<scalar_t>());
+                         });
+                       return std::vector<Tensor>{dx};
+                     });
+  return y;
+}
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
+  detail::common_device("causal_conv1d", {x, weight_in});
+  detail::check_same_dtype("causal_conv1d", x, weight_in);
+  Tensor weight = weight_in;
+  if (weight.dim() == 3) {
+    GDN_CHECK(weight.size(1) == 1, "causal_conv1d: depthwise weight must be [C, 1, W], got ",
+              shape_str(weight.shape()));
+    weight = reshape(weight, {weight.size(0), weight.size(2)});
+  }
+  GDN_CHECK(x.dim() == 3 && weight.dim() == 2 && weight.size(0) == x.size(2),
+            "causal_conv1d: input ", shape_str(x.shape()), " ([B, T, C]) and weight ",
+            shape_str(weight_in.shape()), " ([C, W])");
+  GDN_CPU_ONLY_YET(x.device(), "causal_conv1d");
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2), k = weight.size(1);
+  Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cpu())
+    GDN_DISPATCH_FLOATING(x.dtype(), "causal_conv1d",
+                          cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b,
+                                                     t, c, k, y.data<scalar_t>()));
+  if (autograd::needs_grad({x, weight}))
+    autograd::record(
+        "causal_conv1d", {x, weight}, y, {xc, wc},
+        [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
+            const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          Tensor gc = contiguous(g[0]);
+          Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), s[0].device()) : Tensor();
+          Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), s[1].device()) : Tensor();
+          if (gc.device().is_cpu())
+            GDN_DISPATCH_FLOATING(gc.dtype(), "causal_conv1d backward",
+                                  cpu::causal_conv1d_backward(
+                                      s[0].data<scalar_t>(), s[1].data<scalar_t>(),
+                                      gc.data<scalar_t>(), b, t, c, k,
+                                      gx ? dx.data<scalar_t>() : nullptr,
+                                      gw ? dw.data<scalar_t>() : nullptr));
+          return std::vector<Tensor>{dx, dw};
+        });
+  return y;
+}
+
+}  // namespace gdn::ops
