@@ -24,5 +24,7 @@ fi
 
 build_dir=${GDN_BUILD_DIR:-build}
 jobs=${GDN_JOBS:-$(nproc)}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=${GDN_BUILD_TYPE:-Release} ${GDN_CMAKE_ARGS:-} >/dev/null
+werror=()
+[ "${GDN_WERROR:-OFF}" = ON ] && werror=(-DGDN_WERROR=ON)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=${GDN_BUILD_TYPE:-Release} "${werror[@]}" ${GDN_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build_dir" -j "$jobs"

@@ -1,0 +1,91 @@
+// Per-device CUDA state, created on first use: one non-blocking stream and one cuBLAS handle
+// per device. All ops on a device run on its stream, in order.
+#include "src/core/cuda/cuda_context.h"
+
+#include <array>
+#include <mutex>
+
+#include "src/core/cuda/cuda_check.h"
+
+namespace gdn::cuda {
+
+namespace {
+constexpr int kMaxDevices = 16;
+struct DeviceState {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+};
+std::array<DeviceState, kMaxDevices> g_state;
+std::mutex g_mu;
+
+DeviceState& state(int index) {
+  GDN_CHECK(index >= 0 && index < kMaxDevices, "CUDA device index ", index, " out of range");
+  return g_state[size_t(index)];
+}
+}  // namespace
+
+int device_count() {
+  static int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky error: no driver means no devices
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+void set_device(int index) { GDN_CUDA_CHECK(cudaSetDevice(index)); }
+
+void* current_stream(int index) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  DeviceState& s = state(index);
+  if (!s.stream) {
+    set_device(index);
+    GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  }
+  return s.stream;
+}
+
+void synchronize(int index) {
+  set_device(index);
+  GDN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(current_stream(index))));
+}
+
+void memcpy_h2d(void* dst, const void* src, size_t bytes, int index) {
+  auto stream = static_cast<cudaStream_t>(current_stream(index));
+  set_device(index);
+  GDN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+  // The host buffer may be pageable and freed right after: wait for the copy.
+  GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void memcpy_d2h(void* dst, const void* src, size_t bytes, int index) {
+  auto stream = static_cast<cudaStream_t>(current_stream(index));
+  set_device(index);
+  GDN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void memcpy_d2d(void* dst, const void* src, size_t bytes, int index) {
+  auto stream = static_cast<cudaStream_t>(current_stream(index));
+  set_device(index);
+  GDN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+void* cublas_handle(int index) {
+  void* stream = current_stream(index);
+  std::lock_guard<std::mutex> lock(g_mu);
+  DeviceState& s = state(index);
+  if (!s.cublas) {
+    set_device(index);
+    GDN_CUBLAS_CHECK(cublasCreate(&s.cublas));
+    GDN_CUBLAS_CHECK(cublasSetStream(s.cublas, static_cast<cudaStream_t>(stream)));
+    // Deterministic, no TF32 unless a config asks for it.
+    GDN_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+  }
+  return s.cublas;
+}
+
+}  // namespace gdn::cuda

@@ -1,0 +1,100 @@
+// CUDA against CPU for the ops with CUDA kernels so far: element-wise (unary, broadcasting
+// binary, backward helpers via autograd), in-place updates, fill, random streams, casts and
+// device copies. Label `gpu`; exits 77 without a device.
+#include <gtest/gtest.h>
+
+#include "src/ops/ops.h"
+#include "tests/test_util.h"
+
+GDN_TEST_REQUIRES_CUDA();
+
+namespace gdn {
+namespace {
+
+const Device kCuda = Device::cuda(0);
+
+Tensor on_cuda(const Tensor& t) { return ops::to_device(t, kCuda); }
+
+// Tolerance by dtype: fp64/fp32 kernels compute the same expression in the same precision,
+// so the bound is a few ulps; half types round once more.
+double tol_for(DType d) {
+  switch (d) {
+    case DType::float64: return 1e-12;
+    case DType::float32: return 1e-6;
+    default: return 1e-2;
+  }
+}
+
+TEST(CudaOps, ElementwiseMatchesCpu) {
+  for (DType dt : {DType::float32, DType::float64, DType::bfloat16, DType::float16}) {
+    Generator g(7);
+    Tensor a = ops::cast(ops::randn({3, 5, 7}, DType::float32, Device::cpu(), &g), dt);
+    Tensor b = ops::cast(ops::randn({5, 1}, DType::float32, Device::cpu(), &g), dt);
+    Tensor pos = ops::add(ops::abs(a), 0.5);
+    const double tol = tol_for(dt);
+    EXPECT_LT(test::rel_err(on_cuda(a) + on_cuda(b), a + b), tol) << dtype_name(dt);
+    EXPECT_LT(test::rel_err(on_cuda(a) * on_cuda(b), a * b), tol);
+    EXPECT_LT(test::rel_err(on_cuda(a) / on_cuda(pos), a / pos), tol);
+    EXPECT_LT(test::rel_err(ops::transpose(on_cuda(a), 0, 2) - 1.0, ops::transpose(a, 0, 2) - 1.0),
+              tol);
+    for (auto f : {ops::exp, ops::sigmoid, ops::silu, ops::softplus, ops::tanh, ops::square})
+      EXPECT_LT(test::rel_err(f(on_cuda(a)), f(a)), tol) << dtype_name(dt);
+    for (auto f : {ops::log, ops::sqrt, ops::rsqrt})
+      EXPECT_LT(test::rel_err(f(on_cuda(pos)), f(pos)), tol) << dtype_name(dt);
+  }
+}
+
+TEST(CudaOps, ElementwiseBackwardMatchesCpu) {
+  Generator g(3);
+  Tensor x = ops::randn({4, 6}, DType::float32, Device::cpu(), &g).set_requires_grad(true);
+  Tensor xc = on_cuda(x.detach()).set_requires_grad(true);
+  auto f = [](const Tensor& t) { return ops::silu(t) * ops::sigmoid(t) + ops::exp(t * 0.5); };
+  Tensor dy = ops::randn({4, 6}, DType::float32, Device::cpu(), &g);
+  f(x).backward(dy);
+  f(xc).backward(on_cuda(dy));
+  EXPECT_LT(test::rel_err(xc.grad(), x.grad()), 1e-6);
+}
+
+TEST(CudaOps, FillRandomAndInPlace) {
+  Generator gc(11), gh(11);
+  // The same Philox counters on both devices: identical streams up to float rounding.
+  Tensor rc = ops::randn({4096}, DType::float32, kCuda, &gc);
+  Tensor rh = ops::randn({4096}, DType::float32, Device::cpu(), &gh);
+  EXPECT_LT(test::rel_err(rc, rh), 1e-6);
+  Tensor uc = ops::rand({4096}, DType::float64, kCuda, &gc);
+  Tensor uh = ops::rand({4096}, DType::float64, Device::cpu(), &gh);
+  EXPECT_LT(test::rel_err(uc, uh), 1e-15);
+  EXPECT_EQ(ops::randint({999}, 0, 50, DType::int64, kCuda, &gc).to_vector(),
+            ops::randint({999}, 0, 50, DType::int64, Device::cpu(), &gh).to_vector());
+  Tensor f = ops::full({3, 3}, 2.5, DType::bfloat16, kCuda);
+  test::expect_values(f, std::vector<double>(9, 2.5), 0);
+  Tensor acc = ops::ones({5}, DType::float32, kCuda);
+  ops::add_(acc, ops::full({5}, 2.0, DType::float32, kCuda), 0.5);
+  ops::mul_(acc, 3.0);
+  test::expect_values(acc, std::vector<double>(5, 6.0), 0);
+}
+
+TEST(CudaOps, CastsAndCopiesMatchCpu) {
+  Generator g(5);
+  Tensor a = ops::randn({2, 3, 4}, DType::float32, Device::cpu(), &g);
+  for (DType dt : {DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64}) {
+    Tensor scaled = ops::mul(a, 10.0);
+    Tensor host = ops::cast(scaled, dt);
+    Tensor dev = ops::cast(on_cuda(scaled), dt);
+    EXPECT_EQ(dev.device(), kCuda);
+    EXPECT_EQ(dev.to_vector(), host.to_vector()) << dtype_name(dt);  // casts are exact maps
+  }
+  Tensor t = ops::permute(on_cuda(a), {2, 0, 1});
+  EXPECT_EQ(ops::contiguous(t).to_vector(), ops::contiguous(ops::permute(a, {2, 0, 1})).to_vector());
+  // Device memory is accounted like host memory.
+  MemoryStats before = memory_stats(kCuda);
+  {
+    Tensor big = ops::empty({1 << 20}, DType::float32, kCuda);
+    EXPECT_EQ(memory_stats(kCuda).total - before.total, 4 << 20);
+  }
+  EXPECT_EQ(memory_stats(kCuda).total, before.total);
+  EXPECT_GE(memory_stats(kCuda).reserved, 4 << 20);  // the block stays cached
+}
+
+}  // namespace
+}  // namespace gdn
