@@ -3,10 +3,10 @@
 // 'shape': (2, 3), } padded with spaces to a multiple of 64 bytes and ended by '\n'.
 #include "src/io/npy.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <regex>
 
 #include "src/ops/ops.h"
 
@@ -70,10 +70,16 @@ Tensor load_npy(const std::string& path) {
   GDN_CHECK(fortran.find("False") == 0, path, ": Fortran-order arrays are not supported");
 
   Shape shape;
-  std::regex num("[0-9]+");
-  for (auto it = std::sregex_iterator(shape_str_v.begin(), shape_str_v.end(), num);
-       it != std::sregex_iterator(); ++it)
-    shape.push_back(std::stoll(it->str()));
+  for (size_t i = 0; i < shape_str_v.size();) {  // the integers of "(2, 3)"
+    if (!std::isdigit(static_cast<unsigned char>(shape_str_v[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < shape_str_v.size() && std::isdigit(static_cast<unsigned char>(shape_str_v[j]))) ++j;
+    shape.push_back(std::stoll(shape_str_v.substr(i, j - i)));
+    i = j;
+  }
 
   DType dtype;
   size_t item = 0;
