@@ -9,14 +9,27 @@
 namespace gdn::kern {
 
 enum class Unary : uint8_t {
-  neg, exp, log, sigmoid, silu, softplus, rsqrt, sqrt, square, tanh, abs,
+  neg,
+  exp,
+  log,
+  sigmoid,
+  silu,
+  softplus,
+  rsqrt,
+  sqrt,
+  square,
+  tanh,
+  abs,
   affine,  // alpha * x + beta
   pow,     // x ^ alpha
 };
 
 // Binary ops: the arithmetic ones, and the backward of each unary op as f(x or y, dy).
 enum class Binary : uint8_t {
-  add, sub, mul, div,
+  add,
+  sub,
+  mul,
+  div,
   sigmoid_grad,   // (y, dy) -> dy * y * (1 - y)
   silu_grad,      // (x, dy) -> dy * s (1 + x (1 - s)),  s = sigmoid(x)
   softplus_grad,  // (x, dy) -> dy * sigmoid(x)
@@ -25,7 +38,8 @@ enum class Binary : uint8_t {
   rsqrt_grad,     // (y, dy) -> -0.5 dy y^3
   sqrt_grad,      // (y, dy) -> 0.5 dy / y
   pow_grad,       // (x, dy) -> dy * alpha * x^(alpha-1)   (alpha passed as a parameter)
-  maximum, minimum,
+  maximum,
+  minimum,
 };
 
 template <typename A>
@@ -42,19 +56,32 @@ GDN_HD A softplus_of(A x) {
 template <typename A>
 GDN_HD A apply_unary(Unary op, A x, A alpha, A beta) {
   switch (op) {
-    case Unary::neg: return -x;
-    case Unary::exp: return std::exp(x);
-    case Unary::log: return std::log(x);
-    case Unary::sigmoid: return sigmoid_of(x);
-    case Unary::silu: return x * sigmoid_of(x);
-    case Unary::softplus: return softplus_of(x);
-    case Unary::rsqrt: return A(1) / std::sqrt(x);
-    case Unary::sqrt: return std::sqrt(x);
-    case Unary::square: return x * x;
-    case Unary::tanh: return std::tanh(x);
-    case Unary::abs: return x < A(0) ? -x : x;
-    case Unary::affine: return alpha * x + beta;
-    case Unary::pow: return std::pow(x, alpha);
+    case Unary::neg:
+      return -x;
+    case Unary::exp:
+      return std::exp(x);
+    case Unary::log:
+      return std::log(x);
+    case Unary::sigmoid:
+      return sigmoid_of(x);
+    case Unary::silu:
+      return x * sigmoid_of(x);
+    case Unary::softplus:
+      return softplus_of(x);
+    case Unary::rsqrt:
+      return A(1) / std::sqrt(x);
+    case Unary::sqrt:
+      return std::sqrt(x);
+    case Unary::square:
+      return x * x;
+    case Unary::tanh:
+      return std::tanh(x);
+    case Unary::abs:
+      return x < A(0) ? -x : x;
+    case Unary::affine:
+      return alpha * x + beta;
+    case Unary::pow:
+      return std::pow(x, alpha);
   }
   return x;
 }
@@ -62,23 +89,36 @@ GDN_HD A apply_unary(Unary op, A x, A alpha, A beta) {
 template <typename A>
 GDN_HD A apply_binary(Binary op, A a, A b, A alpha) {
   switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-    case Binary::sigmoid_grad: return b * a * (A(1) - a);
+    case Binary::add:
+      return a + b;
+    case Binary::sub:
+      return a - b;
+    case Binary::mul:
+      return a * b;
+    case Binary::div:
+      return a / b;
+    case Binary::sigmoid_grad:
+      return b * a * (A(1) - a);
     case Binary::silu_grad: {
       A s = sigmoid_of(a);
       return b * s * (A(1) + a * (A(1) - s));
     }
-    case Binary::softplus_grad: return a > A(20) ? b : b * sigmoid_of(a);
-    case Binary::tanh_grad: return b * (A(1) - a * a);
-    case Binary::abs_grad: return a > A(0) ? b : (a < A(0) ? -b : A(0));
-    case Binary::rsqrt_grad: return A(-0.5) * b * a * a * a;
-    case Binary::sqrt_grad: return A(0.5) * b / a;
-    case Binary::pow_grad: return b * alpha * std::pow(a, alpha - A(1));
-    case Binary::maximum: return a > b ? a : b;
-    case Binary::minimum: return a < b ? a : b;
+    case Binary::softplus_grad:
+      return a > A(20) ? b : b * sigmoid_of(a);
+    case Binary::tanh_grad:
+      return b * (A(1) - a * a);
+    case Binary::abs_grad:
+      return a > A(0) ? b : (a < A(0) ? -b : A(0));
+    case Binary::rsqrt_grad:
+      return A(-0.5) * b * a * a * a;
+    case Binary::sqrt_grad:
+      return A(0.5) * b / a;
+    case Binary::pow_grad:
+      return b * alpha * std::pow(a, alpha - A(1));
+    case Binary::maximum:
+      return a > b ? a : b;
+    case Binary::minimum:
+      return a < b ? a : b;
   }
   return a;
 }

@@ -30,12 +30,12 @@ Residual parse_residual(const std::string& name);
 
 struct Problem {
   int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
-  int chunk = 64;          // chunk size C: 16, 32 or 64
-  double scale = 0;        // resolved by the caller; 0 is not allowed
+  int chunk = 64;    // chunk size C: 16, 32 or 64
+  double scale = 0;  // resolved by the caller; 0 is not allowed
   Impl impl = Impl::chunked;
   Residual residual = Residual::minimal;
-  bool has_h0 = false;     // an initial state is given
-  bool want_ht = false;    // the final state is written
+  bool has_h0 = false;   // an initial state is given
+  bool want_ht = false;  // the final state is written
   int64_t num_chunks() const { return (T + chunk - 1) / chunk; }
   int64_t group() const { return HV / H; }  // value heads per key head
 };
@@ -61,10 +61,10 @@ struct Inputs {
 
 template <typename T>
 struct ForwardOutputs {
-  T* o = nullptr;                      // [B, T, HV, V]
-  acc_t<T>* ht = nullptr;              // [B, HV, K, V] when p.want_ht
-  acc_t<T>* residual = nullptr;        // residual_elems(p)
-  acc_t<T>* workspace = nullptr;       // forward_workspace_elems(p)
+  T* o = nullptr;                 // [B, T, HV, V]
+  acc_t<T>* ht = nullptr;         // [B, HV, K, V] when p.want_ht
+  acc_t<T>* residual = nullptr;   // residual_elems(p)
+  acc_t<T>* workspace = nullptr;  // forward_workspace_elems(p)
 };
 
 template <typename T>

@@ -58,20 +58,20 @@ struct fp16 {
     uint32_t x = float_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u);        // NaN
-    if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);       // overflow -> inf
-    if (ax < 0x38800000u) {                                       // subnormal or zero in fp16
-      if (ax < 0x33000000u) return uint16_t(sign);                // below half the min subnormal
+    if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+    if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf
+    if (ax < 0x38800000u) {                                  // subnormal or zero in fp16
+      if (ax < 0x33000000u) return uint16_t(sign);           // below half the min subnormal
       // value = mant * 2^(e-150) with the implicit bit; in units of 2^-24: mant >> (126 - e)
       uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
-      int rshift = 126 - int(ax >> 23);                           // in [14, 24]
+      int rshift = 126 - int(ax >> 23);  // in [14, 24]
       uint32_t q = mant >> rshift;
       uint32_t rem = mant & ((1u << rshift) - 1u);
       uint32_t half = 1u << (rshift - 1);
       if (rem > half || (rem == half && (q & 1u))) ++q;
       return uint16_t(sign | q);
     }
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u;   // rebias 127 -> 15, round
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u;  // rebias 127 -> 15, round
     return uint16_t(sign | (r >> 13));
   }
   GDN_HD static float to_float(uint16_t h) {
@@ -95,8 +95,12 @@ template <typename T>
 GDN_HD acc_t<T> to_acc(T x) {
   return static_cast<acc_t<T>>(static_cast<float>(x));
 }
-GDN_HD double to_acc(double x) { return x; }
-GDN_HD float to_acc(float x) { return x; }
+GDN_HD double to_acc(double x) {
+  return x;
+}
+GDN_HD float to_acc(float x) {
+  return x;
+}
 
 template <typename T>
 GDN_HD T from_acc(acc_t<T> x) {

@@ -13,15 +13,20 @@ namespace {
 
 const Device kCuda = Device::cuda(0);
 
-Tensor on_cuda(const Tensor& t) { return ops::to_device(t, kCuda); }
+Tensor on_cuda(const Tensor& t) {
+  return ops::to_device(t, kCuda);
+}
 
 // Tolerance by dtype: fp64/fp32 kernels compute the same expression in the same precision,
 // so the bound is a few ulps; half types round once more.
 double tol_for(DType d) {
   switch (d) {
-    case DType::float64: return 1e-12;
-    case DType::float32: return 1e-6;
-    default: return 1e-2;
+    case DType::float64:
+      return 1e-12;
+    case DType::float32:
+      return 1e-6;
+    default:
+      return 1e-2;
   }
 }
 
@@ -85,7 +90,8 @@ TEST(CudaOps, CastsAndCopiesMatchCpu) {
     EXPECT_EQ(dev.to_vector(), host.to_vector()) << dtype_name(dt);  // casts are exact maps
   }
   Tensor t = ops::permute(on_cuda(a), {2, 0, 1});
-  EXPECT_EQ(ops::contiguous(t).to_vector(), ops::contiguous(ops::permute(a, {2, 0, 1})).to_vector());
+  EXPECT_EQ(ops::contiguous(t).to_vector(),
+            ops::contiguous(ops::permute(a, {2, 0, 1})).to_vector());
   // Device memory is accounted like host memory.
   MemoryStats before = memory_stats(kCuda);
   {

@@ -103,9 +103,9 @@ TEST(NN, SoftmaxAndCrossEntropy) {
   expect_values(ops::cross_entropy(x, ti, -100), {l0});
   EXPECT_THROW(ops::cross_entropy(x, from_vector({3, 0}, {2}, DType::int64)), Error);
   // Large logits do not overflow.
-  expect_values(ops::cross_entropy(from_vector({1000, 0}, {1, 2}), from_vector({0}, {1},
-                                                                                DType::int64)),
-                {0}, 1e-6);
+  expect_values(
+      ops::cross_entropy(from_vector({1000, 0}, {1, 2}), from_vector({0}, {1}, DType::int64)), {0},
+      1e-6);
 }
 
 TEST(NN, EmbeddingNormsConv) {

@@ -141,22 +141,22 @@ void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, in
 #define GDN_FLOAT_TYPES(X) X(float) X(double) X(bf16) X(fp16)
 #define GDN_ALL_TYPES(X) X(float) X(double) X(bf16) X(fp16) X(int32_t) X(int64_t)
 
-#define INST_FLOAT(T)                                                                        \
-  template void unary<T>(kern::Unary, const T*, T*, int64_t, double, double);                \
+#define INST_FLOAT(T)                                                                         \
+  template void unary<T>(kern::Unary, const T*, T*, int64_t, double, double);                 \
   template void binary<T>(kern::Binary, const kern::BroadcastLayout&, const T*, const T*, T*, \
-                          double);                                                           \
-  template void axpy<T>(T*, const T*, int64_t, double);                                      \
-  template void random_normal<T>(T*, int64_t, uint64_t, uint64_t, double, double);           \
+                          double);                                                            \
+  template void axpy<T>(T*, const T*, int64_t, double);                                       \
+  template void random_normal<T>(T*, int64_t, uint64_t, uint64_t, double, double);            \
   template void random_uniform<T>(T*, int64_t, uint64_t, uint64_t, double, double);
 GDN_FLOAT_TYPES(INST_FLOAT)
 
-#define INST_ALL(T)                                                                 \
-  template void fill<T>(T*, int64_t, double);                                       \
-  template void random_int<T>(T*, int64_t, uint64_t, uint64_t, int64_t, int64_t);   \
-  template void copy_strided<T, float>(const kern::CopyLayout&, const T*, float*);   \
-  template void copy_strided<T, double>(const kern::CopyLayout&, const T*, double*); \
-  template void copy_strided<T, bf16>(const kern::CopyLayout&, const T*, bf16*);     \
-  template void copy_strided<T, fp16>(const kern::CopyLayout&, const T*, fp16*);     \
+#define INST_ALL(T)                                                                    \
+  template void fill<T>(T*, int64_t, double);                                          \
+  template void random_int<T>(T*, int64_t, uint64_t, uint64_t, int64_t, int64_t);      \
+  template void copy_strided<T, float>(const kern::CopyLayout&, const T*, float*);     \
+  template void copy_strided<T, double>(const kern::CopyLayout&, const T*, double*);   \
+  template void copy_strided<T, bf16>(const kern::CopyLayout&, const T*, bf16*);       \
+  template void copy_strided<T, fp16>(const kern::CopyLayout&, const T*, fp16*);       \
   template void copy_strided<T, int32_t>(const kern::CopyLayout&, const T*, int32_t*); \
   template void copy_strided<T, int64_t>(const kern::CopyLayout&, const T*, int64_t*);
 GDN_ALL_TYPES(INST_ALL)

@@ -8,7 +8,9 @@
 namespace gdn::cpu {
 
 namespace {
-inline CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+inline CBLAS_TRANSPOSE tr(bool t) {
+  return t ? CblasTrans : CblasNoTrans;
+}
 
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {

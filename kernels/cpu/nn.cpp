@@ -34,8 +34,7 @@ void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int6
 }
 
 template <typename T, typename I>
-void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d,
-                        T* dweight) {
+void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d, T* dweight) {
   using A = acc_t<T>;
   // Threads own disjoint column blocks; each walks the tokens in order.
   const int64_t block = 64;
@@ -79,7 +78,8 @@ void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy
     const T* gr = dy + i * d;
     const A r = rstd[i];
     A dot = 0;  // sum_j dy_j w_j x_j
-    for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
+    for (int64_t j = 0; j < d; ++j)
+      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
     const A c = dot * r * r / A(d);
     T* dr = dx + i * d;
     for (int64_t j = 0; j < d; ++j)
@@ -172,24 +172,22 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
   }
 }
 
-#define INST_EMB(T, I)                                                                       \
-  template void embedding_forward<T, I>(const T*, const I*, int64_t, int64_t, int64_t, T*,   \
-                                        int64_t*);                                           \
+#define INST_EMB(T, I)                                                                     \
+  template void embedding_forward<T, I>(const T*, const I*, int64_t, int64_t, int64_t, T*, \
+                                        int64_t*);                                         \
   template void embedding_backward<T, I>(const T*, const I*, int64_t, int64_t, int64_t, T*);
-#define INST(T)                                                                              \
-  INST_EMB(T, int32_t)                                                                       \
-  INST_EMB(T, int64_t)                                                                       \
-  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*,        \
-                                    acc_t<T>*);                                              \
-  template void rms_norm_backward<T>(const T*, const T*, const acc_t<T>*, const T*, int64_t, \
-                                     int64_t, T*, T*);                                       \
-  template void l2_norm_forward<T>(const T*, int64_t, int64_t, double, T*, acc_t<T>*);       \
-  template void l2_norm_backward<T>(const T*, const acc_t<T>*, const T*, int64_t, int64_t,   \
-                                    T*);                                                     \
-  template void causal_conv1d_forward<T>(const T*, const T*, int64_t, int64_t, int64_t,      \
-                                         int64_t, T*);                                       \
-  template void causal_conv1d_backward<T>(const T*, const T*, const T*, int64_t, int64_t,    \
-                                          int64_t, int64_t, T*, T*);
+#define INST(T)                                                                                    \
+  INST_EMB(T, int32_t)                                                                             \
+  INST_EMB(T, int64_t)                                                                             \
+  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, acc_t<T>*);  \
+  template void rms_norm_backward<T>(const T*, const T*, const acc_t<T>*, const T*, int64_t,       \
+                                     int64_t, T*, T*);                                             \
+  template void l2_norm_forward<T>(const T*, int64_t, int64_t, double, T*, acc_t<T>*);             \
+  template void l2_norm_backward<T>(const T*, const acc_t<T>*, const T*, int64_t, int64_t, T*);    \
+  template void causal_conv1d_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, int64_t,   \
+                                         T*);                                                      \
+  template void causal_conv1d_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, \
+                                          int64_t, T*, T*);
 INST(float)
 INST(double)
 INST(bf16)

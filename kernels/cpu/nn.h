@@ -13,8 +13,7 @@ void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int6
                        int64_t* bad);
 // dweight = 0; dweight[idx[i], :] += dout[i, :]   (in index order: deterministic)
 template <typename T, typename I>
-void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d,
-                        T* dweight);
+void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d, T* dweight);
 
 // RMSNorm over rows of [n, d]: rstd_i = 1/sqrt(mean(x_i^2) + eps); y = x * rstd * w (w may be
 // null = ones). rstd [n] is saved for backward.

@@ -150,19 +150,17 @@ void cross_entropy_backward(const T* logits, const I* targets, const acc_t<T>* l
   }
 }
 
-#define INST(T)                                                                            \
-  template void reduce<T>(Reduce, const T*, int64_t, int64_t, int64_t, T*, int64_t*);      \
-  template void reduce_max_backward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, \
-                                       T*);                                                \
-  template void softmax_rows<T>(const T*, T*, int64_t, int64_t, bool);                     \
-  template void softmax_rows_backward<T>(const T*, const T*, T*, int64_t, int64_t, bool);  \
+#define INST(T)                                                                                  \
+  template void reduce<T>(Reduce, const T*, int64_t, int64_t, int64_t, T*, int64_t*);            \
+  template void reduce_max_backward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*); \
+  template void softmax_rows<T>(const T*, T*, int64_t, int64_t, bool);                           \
+  template void softmax_rows_backward<T>(const T*, const T*, T*, int64_t, int64_t, bool);        \
   INST_CE(T, int32_t) INST_CE(T, int64_t)
-#define INST_CE(T, I)                                                                        \
-  template void cross_entropy_forward<T, I>(const T*, const I*, int64_t, int64_t, int64_t,   \
-                                            acc_t<T>*, acc_t<T>*, int64_t*);                 \
-  template void cross_entropy_backward<T, I>(const T*, const I*, const acc_t<T>*,            \
-                                             const acc_t<T>*, const acc_t<T>*, int64_t,      \
-                                             int64_t, int64_t, T*);
+#define INST_CE(T, I)                                                                              \
+  template void cross_entropy_forward<T, I>(const T*, const I*, int64_t, int64_t, int64_t,         \
+                                            acc_t<T>*, acc_t<T>*, int64_t*);                       \
+  template void cross_entropy_backward<T, I>(const T*, const I*, const acc_t<T>*, const acc_t<T>*, \
+                                             const acc_t<T>*, int64_t, int64_t, int64_t, T*);
 INST(float)
 INST(double)
 INST(bf16)

@@ -18,7 +18,9 @@ inline unsigned grid_for(int64_t n) {
   return unsigned(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
 }
 
-inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+inline cudaStream_t as_stream(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 template <typename D, typename S>
 __device__ __forceinline__ D convert(S x) {
@@ -88,8 +90,8 @@ __global__ void fill_kernel(T* p, int64_t n, T value) {
 
 // kind 0: normal(a, b) = mean, std; 1: uniform [a, b); 2: integers [a, b).
 template <typename T>
-__global__ void random_kernel(T* p, int64_t n, uint64_t seed, uint64_t offset, int kind,
-                              double a, double b, int64_t lo, uint64_t range) {
+__global__ void random_kernel(T* p, int64_t n, uint64_t seed, uint64_t offset, int kind, double a,
+                              double b, int64_t lo, uint64_t range) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t c = offset + uint64_t(i);
@@ -117,7 +119,7 @@ template <typename T>
 void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double beta, void* stream) {
   if (n == 0) return;
   unary_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, x, y, n, acc_t<T>(alpha),
-                                                                     acc_t<T>(beta));
+                                                                   acc_t<T>(beta));
 }
 
 template <typename T>
@@ -125,8 +127,8 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
             double alpha, void* stream) {
   const int64_t n = layout_numel(L.ndim, L.shape);
   if (n == 0) return;
-  binary_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, L, a, b, out, n,
-                                                                      acc_t<T>(alpha));
+  binary_kernel<T>
+      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, L, a, b, out, n, acc_t<T>(alpha));
 }
 
 template <typename S, typename D>
@@ -157,24 +159,24 @@ template <typename T>
 void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    void* stream) {
   if (n == 0) return;
-  random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 0, mean,
-                                                                      std, 0, 1);
+  random_kernel<T>
+      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 0, mean, std, 0, 1);
 }
 
 template <typename T>
 void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low, double high,
                     void* stream) {
   if (n == 0) return;
-  random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 1, low,
-                                                                      high, 0, 1);
+  random_kernel<T>
+      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 1, low, high, 0, 1);
 }
 
 template <typename T>
 void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high,
                 void* stream) {
   if (n == 0) return;
-  random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(
-      p, n, seed, offset, 2, 0, 0, low, uint64_t(high - low));
+  random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 2, 0, 0,
+                                                                    low, uint64_t(high - low));
 }
 
 #define INST_FLOAT(T)                                                                         \
@@ -191,11 +193,12 @@ INST_FLOAT(fp16)
 
 #define INST_COPY(S, D) \
   template void copy_strided<S, D>(const kern::CopyLayout&, const S*, D*, void*);
-#define INST_ALL(T)                                                                  \
-  template void fill<T>(T*, int64_t, double, void*);                                 \
+#define INST_ALL(T)                                                                      \
+  template void fill<T>(T*, int64_t, double, void*);                                     \
   template void random_int<T>(T*, int64_t, uint64_t, uint64_t, int64_t, int64_t, void*); \
-  INST_COPY(T, float) INST_COPY(T, double) INST_COPY(T, bf16) INST_COPY(T, fp16)     \
-  INST_COPY(T, int32_t) INST_COPY(T, int64_t)
+  INST_COPY(T, float)                                                                    \
+  INST_COPY(T, double) INST_COPY(T, bf16) INST_COPY(T, fp16) INST_COPY(T, int32_t)       \
+      INST_COPY(T, int64_t)
 INST_ALL(float)
 INST_ALL(double)
 INST_ALL(bf16)

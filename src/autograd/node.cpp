@@ -49,18 +49,32 @@ void Node::release() {
   backward = nullptr;
 }
 
-bool grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
-EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = true; }
-EnableGradGuard::~EnableGradGuard() { t_grad_enabled = previous_; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) {
+  t_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  t_grad_enabled = previous_;
+}
+EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) {
+  t_grad_enabled = true;
+}
+EnableGradGuard::~EnableGradGuard() {
+  t_grad_enabled = previous_;
+}
 
-const std::string& current_scope() { return t_scope; }
+const std::string& current_scope() {
+  return t_scope;
+}
 ScopeGuard::ScopeGuard(const std::string& name) : previous_length_(t_scope.size()) {
   if (!t_scope.empty() && !name.empty()) t_scope += '.';
   t_scope += name;
 }
-ScopeGuard::~ScopeGuard() { t_scope.resize(previous_length_); }
+ScopeGuard::~ScopeGuard() {
+  t_scope.resize(previous_length_);
+}
 
 bool needs_grad(const std::vector<Tensor>& inputs) {
   if (!t_grad_enabled) return false;

@@ -13,21 +13,20 @@ namespace gdn::autograd {
 struct Node;
 
 struct Edge {
-  std::shared_ptr<Node> node;         // producer of this input, or
-  std::shared_ptr<TensorImpl> leaf;   // a leaf that requires grad (accumulates .grad)
+  std::shared_ptr<Node> node;        // producer of this input, or
+  std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad (accumulates .grad)
   int output_nr = 0;
   bool valid() const { return node || leaf; }
 };
 
 // grads of the outputs (undefined where an output got no gradient) and the saved tensors ->
 // grads of the inputs (undefined where not needed).
-using BackwardFn =
-    std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
-                                      const std::vector<Tensor>& saved)>;
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
+                                                     const std::vector<Tensor>& saved)>;
 
 struct Node {
-  std::string op;      // op kind, e.g. "matmul"
-  std::string scope;   // module path active when it was recorded, e.g. "model.layers.0.attn"
+  std::string op;     // op kind, e.g. "matmul"
+  std::string scope;  // module path active when it was recorded, e.g. "model.layers.0.attn"
   std::vector<Edge> inputs;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;

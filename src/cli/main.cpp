@@ -11,6 +11,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gdn 0.1.0");
   gdn::cli::add_info_command(app);
   gdn::cli::add_gradcheck_command(app);
+  gdn::cli::add_run_kernel_command(app);
+  gdn::cli::add_bench_command(app);
+  gdn::cli::add_forward_command(app);
+  gdn::cli::add_prepare_data_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -16,12 +16,18 @@ namespace gdn {
 
 const char* mem_category_name(MemCategory c) {
   switch (c) {
-    case MemCategory::param: return "param";
-    case MemCategory::grad: return "grad";
-    case MemCategory::optim: return "optim";
-    case MemCategory::activation: return "activation";
-    case MemCategory::temp: return "temp";
-    case MemCategory::workspace: return "workspace";
+    case MemCategory::param:
+      return "param";
+    case MemCategory::grad:
+      return "grad";
+    case MemCategory::optim:
+      return "optim";
+    case MemCategory::activation:
+      return "activation";
+    case MemCategory::temp:
+      return "temp";
+    case MemCategory::workspace:
+      return "workspace";
   }
   return "?";
 }
@@ -110,8 +116,10 @@ Allocator& allocator_for(Device device) {
   static CpuAllocator cpu;
   static MetaAllocator meta;
   switch (device.type) {
-    case DeviceType::cpu: return cpu;
-    case DeviceType::meta: return meta;
+    case DeviceType::cpu:
+      return cpu;
+    case DeviceType::meta:
+      return meta;
     case DeviceType::cuda:
 #if defined(GDN_WITH_CUDA)
       return cuda::caching_allocator(device.index);
@@ -122,15 +130,23 @@ Allocator& allocator_for(Device device) {
   GDN_FAIL("unknown device");
 }
 
-MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
-void reset_peak_memory(Device device) { allocator_for(device).reset_peak(); }
+MemoryStats memory_stats(Device device) {
+  return allocator_for(device).stats();
+}
+void reset_peak_memory(Device device) {
+  allocator_for(device).reset_peak();
+}
 
-MemCategory current_mem_category() { return t_category; }
+MemCategory current_mem_category() {
+  return t_category;
+}
 
 MemoryCategoryScope::MemoryCategoryScope(MemCategory cat) : previous_(t_category) {
   t_category = cat;
 }
-MemoryCategoryScope::~MemoryCategoryScope() { t_category = previous_; }
+MemoryCategoryScope::~MemoryCategoryScope() {
+  t_category = previous_;
+}
 
 std::string format_bytes(int64_t bytes) {
   char buf[64];

@@ -20,13 +20,13 @@ constexpr int kNumMemCategories = 6;
 const char* mem_category_name(MemCategory c);
 
 struct MemoryStats {
-  std::array<int64_t, kNumMemCategories> current{};      // bytes live now, per category
-  std::array<int64_t, kNumMemCategories> max{};          // each category's own high-water mark
-  std::array<int64_t, kNumMemCategories> at_peak{};      // per category at the total peak
-  int64_t total = 0;                                     // bytes live now
-  int64_t peak = 0;                                      // high-water mark of total
-  int64_t num_allocs = 0;                                // allocations since start
-  int64_t reserved = 0;   // bytes held from the system (CUDA caching allocator; else = total)
+  std::array<int64_t, kNumMemCategories> current{};  // bytes live now, per category
+  std::array<int64_t, kNumMemCategories> max{};      // each category's own high-water mark
+  std::array<int64_t, kNumMemCategories> at_peak{};  // per category at the total peak
+  int64_t total = 0;                                 // bytes live now
+  int64_t peak = 0;                                  // high-water mark of total
+  int64_t num_allocs = 0;                            // allocations since start
+  int64_t reserved = 0;  // bytes held from the system (CUDA caching allocator; else = total)
   int64_t cur(MemCategory c) const { return current[int(c)]; }
 };
 

@@ -11,9 +11,12 @@ namespace gdn {
 
 std::string Device::str() const {
   switch (type) {
-    case DeviceType::cpu: return "cpu";
-    case DeviceType::meta: return "meta";
-    case DeviceType::cuda: return "cuda:" + std::to_string(index);
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::meta:
+      return "meta";
+    case DeviceType::cuda:
+      return "cuda:" + std::to_string(index);
   }
   return "?";
 }

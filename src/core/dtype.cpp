@@ -7,24 +7,36 @@ namespace gdn {
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::bfloat16: return 2;
-    case DType::float16: return 2;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
+    case DType::float32:
+      return 4;
+    case DType::float64:
+      return 8;
+    case DType::bfloat16:
+      return 2;
+    case DType::float16:
+      return 2;
+    case DType::int32:
+      return 4;
+    case DType::int64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::bfloat16: return "bfloat16";
-    case DType::float16: return "float16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
+    case DType::bfloat16:
+      return "bfloat16";
+    case DType::float16:
+      return "float16";
+    case DType::int32:
+      return "int32";
+    case DType::int64:
+      return "int64";
   }
   return "?";
 }
@@ -40,8 +52,7 @@ DType parse_dtype(const std::string& s) {
 }
 
 bool is_floating(DType d) {
-  return d == DType::float32 || d == DType::float64 || d == DType::bfloat16 ||
-         d == DType::float16;
+  return d == DType::float32 || d == DType::float64 || d == DType::bfloat16 || d == DType::float16;
 }
 
 }  // namespace gdn

@@ -29,8 +29,8 @@ std::string str_cat(const Args&... args) {
 
 }  // namespace gdn
 
-#define GDN_CHECK(cond, ...)                                                          \
-  do {                                                                                \
+#define GDN_CHECK(cond, ...)                                                                  \
+  do {                                                                                        \
     if (!(cond)) ::gdn::detail::throw_error(__FILE__, __LINE__, ::gdn::str_cat(__VA_ARGS__)); \
   } while (0)
 

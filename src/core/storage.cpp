@@ -8,7 +8,9 @@ Storage::Storage(size_t bytes, Device device, MemCategory category)
   data_ = allocator_for(device).allocate(bytes, category);
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, bytes_, category_); }
+Storage::~Storage() {
+  allocator_for(device_).deallocate(data_, bytes_, category_);
+}
 
 void Storage::set_category(MemCategory c) {
   allocator_for(device_).retag(bytes_, category_, c);

@@ -30,8 +30,12 @@ Tensor Tensor::make_view(const Tensor& base, const Shape& shape, const Strides& 
   return Tensor(impl);
 }
 
-int64_t Tensor::size(int64_t d) const { return impl().shape[wrap_dim(d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return impl().strides[wrap_dim(d, dim())]; }
+int64_t Tensor::size(int64_t d) const {
+  return impl().shape[wrap_dim(d, dim())];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return impl().strides[wrap_dim(d, dim())];
+}
 
 bool Tensor::is_contiguous() const {
   const auto& s = impl().shape;
@@ -59,7 +63,9 @@ Tensor& Tensor::set_requires_grad(bool r) {
   return *this;
 }
 
-Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+Tensor Tensor::grad() const {
+  return impl().grad ? Tensor(impl().grad) : Tensor();
+}
 
 void Tensor::set_grad(const Tensor& g) {
   if (!g.defined()) {

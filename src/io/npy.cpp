@@ -20,8 +20,7 @@ std::string read_all(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-std::string dict_value(const std::string& header, const std::string& key,
-                       const std::string& path) {
+std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
   auto pos = header.find("'" + key + "'");
   GDN_CHECK(pos != std::string::npos, path, ": npy header has no '", key, "': ", header);
   pos = header.find(':', pos);
@@ -85,11 +84,16 @@ Tensor load_npy(const std::string& path) {
   size_t item = 0;
   bool widen_unsigned = false;
   std::string d = descr.substr(1, descr.size() - 2);  // strip quotes
-  if (d == "<f4") dtype = DType::float32, item = 4;
-  else if (d == "<f8") dtype = DType::float64, item = 8;
-  else if (d == "<f2") dtype = DType::float16, item = 2;
-  else if (d == "<i4") dtype = DType::int32, item = 4;
-  else if (d == "<i8") dtype = DType::int64, item = 8;
+  if (d == "<f4")
+    dtype = DType::float32, item = 4;
+  else if (d == "<f8")
+    dtype = DType::float64, item = 8;
+  else if (d == "<f2")
+    dtype = DType::float16, item = 2;
+  else if (d == "<i4")
+    dtype = DType::int32, item = 4;
+  else if (d == "<i8")
+    dtype = DType::int64, item = 8;
   else if (d == "|u1" || d == "<u2" || d == "<u4")
     dtype = DType::int64, item = d == "|u1" ? 1 : (d == "<u2" ? 2 : 4), widen_unsigned = true;
   else
@@ -121,20 +125,31 @@ void save_npy(const std::string& path, const Tensor& t_in) {
   if (t.dtype() == DType::bfloat16) t = ops::cast(t, DType::float32);
   const char* descr = nullptr;
   switch (t.dtype()) {
-    case DType::float32: descr = "<f4"; break;
-    case DType::float64: descr = "<f8"; break;
-    case DType::float16: descr = "<f2"; break;
-    case DType::int32: descr = "<i4"; break;
-    case DType::int64: descr = "<i8"; break;
-    default: GDN_FAIL("save_npy: unsupported dtype ", dtype_name(t.dtype()));
+    case DType::float32:
+      descr = "<f4";
+      break;
+    case DType::float64:
+      descr = "<f8";
+      break;
+    case DType::float16:
+      descr = "<f2";
+      break;
+    case DType::int32:
+      descr = "<i4";
+      break;
+    case DType::int64:
+      descr = "<i8";
+      break;
+    default:
+      GDN_FAIL("save_npy: unsupported dtype ", dtype_name(t.dtype()));
   }
   // Python tuple syntax: (), (3,), (2, 3)
   std::string shape = "(";
   for (size_t i = 0; i < t.shape().size(); ++i)
     shape += (i ? ", " : "") + std::to_string(t.shape()[i]);
   shape += t.shape().size() == 1 ? ",)" : ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                       shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';

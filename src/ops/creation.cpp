@@ -1,10 +1,10 @@
 // Creation, random and in-place ops (fill, copy, axpy). No autograd: these make leaves or
 // update buffers under no-grad.
+#include "kernels/cpu/elementwise.h"
 #include "src/autograd/node.h"
 #include "src/ops/dispatch.h"
-#include "src/ops/ops.h"
 #include "src/ops/layout.h"
-#include "kernels/cpu/elementwise.h"
+#include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
 #include "kernels/cuda/elementwise.h"
 #endif
@@ -15,7 +15,9 @@ Generator& default_generator() {
   static Generator gen(0);
   return gen;
 }
-void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
+void manual_seed(uint64_t seed) {
+  default_generator() = Generator(seed);
+}
 
 namespace ops {
 
@@ -36,8 +38,12 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 Tensor ones(const Shape& shape, DType dtype, Device device) {
   return full(shape, 1.0, dtype, device);
 }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype(), t.device());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), t.dtype(), t.device());
+}
 
 Tensor arange(int64_t n, DType dtype, Device device) {
   std::vector<double> v(static_cast<size_t>(n));
@@ -64,17 +70,20 @@ void fill_(Tensor& t, double value) {
   GDN_CHECK(t.is_contiguous(), "fill_ needs a contiguous tensor, got strides ",
             shape_str(t.strides()));
   const Device dev = t.device();
-  GDN_DISPATCH_ALL(t.dtype(), "fill_",
-                   GDN_RUN_ON_DEVICE(dev, "fill_",
-                                     cpu::fill(t.data<scalar_t>(), t.numel(), value),
-                                     cuda::fill(t.data<scalar_t>(), t.numel(), value,
-                                                stream_of(dev))));
+  GDN_DISPATCH_ALL(
+      t.dtype(), "fill_",
+      GDN_RUN_ON_DEVICE(dev, "fill_", cpu::fill(t.data<scalar_t>(), t.numel(), value),
+                        cuda::fill(t.data<scalar_t>(), t.numel(), value, stream_of(dev))));
 }
 
-void zero_(Tensor& t) { fill_(t, 0.0); }
+void zero_(Tensor& t) {
+  fill_(t, 0.0);
+}
 
 namespace {
-Generator& pick(Generator* g) { return g ? *g : default_generator(); }
+Generator& pick(Generator* g) {
+  return g ? *g : default_generator();
+}
 }  // namespace
 
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
@@ -99,11 +108,10 @@ void uniform_(Tensor& t, double low, double high, Generator* gen) {
   const Device dev = t.device();
   GDN_DISPATCH_FLOATING(
       t.dtype(), "uniform_",
-      GDN_RUN_ON_DEVICE(
-          dev, "uniform_",
-          cpu::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
-          cuda::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
-                               stream_of(dev))));
+      GDN_RUN_ON_DEVICE(dev, "uniform_",
+                        cpu::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
+                        cuda::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
+                                             stream_of(dev))));
 }
 
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
@@ -154,10 +162,10 @@ void mul_(Tensor& dst, double s) {
   GDN_DISPATCH_FLOATING(
       dst.dtype(), "mul_",
       GDN_RUN_ON_DEVICE(dev, "mul_",
-                        cpu::unary(kern::Unary::affine, dst.data<scalar_t>(),
-                                   dst.data<scalar_t>(), dst.numel(), s, 0.0),
-                        cuda::unary(kern::Unary::affine, dst.data<scalar_t>(),
-                                    dst.data<scalar_t>(), dst.numel(), s, 0.0, stream_of(dev))));
+                        cpu::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
+                                   dst.numel(), s, 0.0),
+                        cuda::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
+                                    dst.numel(), s, 0.0, stream_of(dev))));
 }
 
 }  // namespace ops

@@ -48,5 +48,5 @@ inline void* stream_of(Device d) {
 #endif
 
 // For ops whose CUDA kernels come with the CUDA backend issue: a clear error on cuda.
-#define GDN_CPU_ONLY_YET(DEV, OP)                                                          \
+#define GDN_CPU_ONLY_YET(DEV, OP) \
   GDN_CHECK(!(DEV).is_cuda(), OP, " has no CUDA kernel yet (CPU and meta only in this build)")

@@ -29,11 +29,11 @@ Tensor binary_raw(Binary op, const Tensor& a, const Tensor& b, double alpha, con
   auto L = detail::broadcast_layout(out_shape, a, b);
   GDN_DISPATCH_FLOATING(
       a.dtype(), name,
-      GDN_RUN_ON_DEVICE(dev, name,
-                        cpu::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(),
-                                    out.data<scalar_t>(), alpha),
-                        cuda::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(),
-                                     out.data<scalar_t>(), alpha, stream_of(dev))));
+      GDN_RUN_ON_DEVICE(
+          dev, name,
+          cpu::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha),
+          cuda::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha,
+                       stream_of(dev))));
   return out;
 }
 
@@ -42,13 +42,12 @@ Tensor unary_raw(Unary op, const Tensor& a, double alpha, double beta, const cha
   Tensor x = contiguous(a.detach());
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   const Device dev = a.device();
-  GDN_DISPATCH_FLOATING(
-      a.dtype(), name,
-      GDN_RUN_ON_DEVICE(dev, name,
-                        cpu::unary(op, x.data<scalar_t>(), out.data<scalar_t>(), x.numel(), alpha,
-                                   beta),
-                        cuda::unary(op, x.data<scalar_t>(), out.data<scalar_t>(), x.numel(),
-                                    alpha, beta, stream_of(dev))));
+  GDN_DISPATCH_FLOATING(a.dtype(), name,
+                        GDN_RUN_ON_DEVICE(dev, name,
+                                          cpu::unary(op, x.data<scalar_t>(), out.data<scalar_t>(),
+                                                     x.numel(), alpha, beta),
+                                          cuda::unary(op, x.data<scalar_t>(), out.data<scalar_t>(),
+                                                      x.numel(), alpha, beta, stream_of(dev))));
   return out;
 }
 
@@ -126,19 +125,26 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor affine(const Tensor& a, double alpha, double beta) {
   Tensor out = unary_raw(Unary::affine, a, alpha, beta, "affine");
   if (autograd::needs_grad({a})) {
-    autograd::record("affine", {a}, out, {},
-                     [alpha](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
-                       return std::vector<Tensor>{
-                           unary_raw(Unary::affine, g[0], alpha, 0.0, "affine")};
-                     });
+    autograd::record(
+        "affine", {a}, out, {}, [alpha](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+          return std::vector<Tensor>{unary_raw(Unary::affine, g[0], alpha, 0.0, "affine")};
+        });
   }
   return out;
 }
 
-Tensor add(const Tensor& a, double s) { return affine(a, 1.0, s); }
-Tensor mul(const Tensor& a, double s) { return affine(a, s, 0.0); }
-Tensor rsub(const Tensor& a, double s) { return affine(a, -1.0, s); }
-Tensor neg(const Tensor& a) { return affine(a, -1.0, 0.0); }
+Tensor add(const Tensor& a, double s) {
+  return affine(a, 1.0, s);
+}
+Tensor mul(const Tensor& a, double s) {
+  return affine(a, s, 0.0);
+}
+Tensor rsub(const Tensor& a, double s) {
+  return affine(a, -1.0, s);
+}
+Tensor neg(const Tensor& a) {
+  return affine(a, -1.0, 0.0);
+}
 
 Tensor pow(const Tensor& a, double p) {
   return unary_op(Unary::pow, a, p, 0, "pow", Binary::pow_grad, false);
@@ -185,14 +191,34 @@ Tensor abs(const Tensor& a) {
 }  // namespace gdn::ops
 
 namespace gdn {
-Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-Tensor operator+(const Tensor& a, double s) { return ops::add(a, s); }
-Tensor operator-(const Tensor& a, double s) { return ops::add(a, -s); }
-Tensor operator*(const Tensor& a, double s) { return ops::mul(a, s); }
-Tensor operator/(const Tensor& a, double s) { return ops::mul(a, 1.0 / s); }
-Tensor operator*(double s, const Tensor& a) { return ops::mul(a, s); }
-Tensor operator-(const Tensor& a) { return ops::neg(a); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return ops::add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return ops::sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return ops::mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return ops::div(a, b);
+}
+Tensor operator+(const Tensor& a, double s) {
+  return ops::add(a, s);
+}
+Tensor operator-(const Tensor& a, double s) {
+  return ops::add(a, -s);
+}
+Tensor operator*(const Tensor& a, double s) {
+  return ops::mul(a, s);
+}
+Tensor operator/(const Tensor& a, double s) {
+  return ops::mul(a, 1.0 / s);
+}
+Tensor operator*(double s, const Tensor& a) {
+  return ops::mul(a, s);
+}
+Tensor operator-(const Tensor& a) {
+  return ops::neg(a);
+}
 }  // namespace gdn

@@ -61,16 +61,16 @@ MatrixOperand as_operand(const Tensor& x, int64_t batch, int64_t rows, int64_t c
 }
 
 template <typename T>
-void run_gemm(const MatrixOperand& a, const MatrixOperand& b, Tensor& out, int64_t batch,
-              int64_t M, int64_t N, int64_t K) {
-  cpu::gemm_strided_batched<T>(a.trans, b.trans, M, N, K, T(1), a.t.data<T>(), a.ld,
-                               a.batch_stride, b.t.data<T>(), b.ld, b.batch_stride, T(0),
-                               out.data<T>(), N, M * N, batch);
+void run_gemm(const MatrixOperand& a, const MatrixOperand& b, Tensor& out, int64_t batch, int64_t M,
+              int64_t N, int64_t K) {
+  cpu::gemm_strided_batched<T>(a.trans, b.trans, M, N, K, T(1), a.t.data<T>(), a.ld, a.batch_stride,
+                               b.t.data<T>(), b.ld, b.batch_stride, T(0), out.data<T>(), N, M * N,
+                               batch);
 }
 
 // out [batch_shape, M, N] = a [.., M, K] @ b [.., K, N] with a, b already expanded.
-Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, int64_t M,
-                  int64_t N, int64_t K) {
+Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, int64_t M, int64_t N,
+                  int64_t K) {
   Shape out_shape = batch_shape;
   out_shape.push_back(M);
   out_shape.push_back(N);
@@ -121,15 +121,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   if (autograd::needs_grad({a, b})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record(
-        "matmul", {a, b}, out, {gb ? a.detach() : Tensor(), ga ? b.detach() : Tensor()},
-        [ga, gb, sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g,
-                                                 const std::vector<Tensor>& s) {
-          Tensor da, db;
-          if (ga) da = sum_to(matmul(g[0], transpose(s[1], -1, -2)), sa);
-          if (gb) db = sum_to(matmul(transpose(s[0], -1, -2), g[0]), sb);
-          return std::vector<Tensor>{da, db};
-        });
+    autograd::record("matmul", {a, b}, out,
+                     {gb ? a.detach() : Tensor(), ga ? b.detach() : Tensor()},
+                     [ga, gb, sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g,
+                                                              const std::vector<Tensor>& s) {
+                       Tensor da, db;
+                       if (ga) da = sum_to(matmul(g[0], transpose(s[1], -1, -2)), sa);
+                       if (gb) db = sum_to(matmul(transpose(s[0], -1, -2), g[0]), sb);
+                       return std::vector<Tensor>{da, db};
+                     });
   }
   return out;
 }
@@ -138,8 +138,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   detail::common_device("linear", {x, w, bias});
   detail::check_same_dtype("linear", x, w);
   GDN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ",
-            shape_str(x.shape()), " does not match weight ", shape_str(w.shape()),
-            " ([out, in])");
+            shape_str(x.shape()), " does not match weight ", shape_str(w.shape()), " ([out, in])");
   if (bias.defined())
     GDN_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "linear: bias ",
               shape_str(bias.shape()), " for weight ", shape_str(w.shape()));
@@ -156,17 +155,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (autograd::needs_grad({x, w, bias})) {
     const bool gx = x.requires_grad(), gw = w.requires_grad();
     const bool gbias = bias.defined() && bias.requires_grad();
-    autograd::record(
-        "linear", {x, w, bias}, out, {gw ? x.detach() : Tensor(), gx ? w.detach() : Tensor()},
-        [gx, gw, gbias, xs = x.shape()](const std::vector<Tensor>& g,
-                                        const std::vector<Tensor>& s) {
-          Tensor g2 = reshape(g[0], {-1, g[0].size(-1)});
-          Tensor dx, dw, db;
-          if (gx) dx = reshape(matmul(g2, s[1]), xs);
-          if (gw) dw = matmul(transpose(g2, 0, 1), reshape(s[0], {-1, s[0].size(-1)}));
-          if (gbias) db = sum(g2, {0});
-          return std::vector<Tensor>{dx, dw, db};
-        });
+    autograd::record("linear", {x, w, bias}, out,
+                     {gw ? x.detach() : Tensor(), gx ? w.detach() : Tensor()},
+                     [gx, gw, gbias, xs = x.shape()](const std::vector<Tensor>& g,
+                                                     const std::vector<Tensor>& s) {
+                       Tensor g2 = reshape(g[0], {-1, g[0].size(-1)});
+                       Tensor dx, dw, db;
+                       if (gx) dx = reshape(matmul(g2, s[1]), xs);
+                       if (gw) dw = matmul(transpose(g2, 0, 1), reshape(s[0], {-1, s[0].size(-1)}));
+                       if (gbias) db = sum(g2, {0});
+                       return std::vector<Tensor>{dx, dw, db};
+                     });
   }
   return out;
 }

@@ -11,17 +11,32 @@ namespace gdn::ops {
 
 namespace {
 
-DType acc_dtype(DType d) { return d == DType::float64 ? DType::float64 : DType::float32; }
+DType acc_dtype(DType d) {
+  return d == DType::float64 ? DType::float64 : DType::float32;
+}
 
 // Rows view: [N, D] contiguous over the last dim.
-Tensor rows_of(const Tensor& x) { return contiguous(x.detach()); }
-int64_t num_rows(const Tensor& x) { return x.dim() ? x.numel() / x.size(-1) : 1; }
+Tensor rows_of(const Tensor& x) {
+  return contiguous(x.detach());
+}
+int64_t num_rows(const Tensor& x) {
+  return x.dim() ? x.numel() / x.size(-1) : 1;
+}
 
-#define GDN_DISPATCH_INDEX(DT, WHAT, ...)                                              \
-  switch (DT) {                                                                        \
-    case DType::int32: { using index_t = int32_t; __VA_ARGS__; break; }                \
-    case DType::int64: { using index_t = int64_t; __VA_ARGS__; break; }                \
-    default: GDN_FAIL(WHAT, ": indices must be int32 or int64, got ", dtype_name(DT)); \
+#define GDN_DISPATCH_INDEX(DT, WHAT, ...)                                       \
+  switch (DT) {                                                                 \
+    case DType::int32: {                                                        \
+      using index_t = int32_t;                                                  \
+      __VA_ARGS__;                                                              \
+      break;                                                                    \
+    }                                                                           \
+    case DType::int64: {                                                        \
+      using index_t = int64_t;                                                  \
+      __VA_ARGS__;                                                              \
+      break;                                                                    \
+    }                                                                           \
+    default:                                                                    \
+      GDN_FAIL(WHAT, ": indices must be int32 or int64, got ", dtype_name(DT)); \
   }
 
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
@@ -40,26 +55,29 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
     GDN_DISPATCH_FLOATING(a.dtype(), name,
                           cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log));
   if (autograd::needs_grad({a}))
-    autograd::record(name, {a}, y, {y.detach()},
-                     [log, n, cols, name](const std::vector<Tensor>& g,
-                                          const std::vector<Tensor>& s) {
-                       Tensor gc = contiguous(g[0]);
-                       Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
-                       if (dx.device().is_cpu())
-                         GDN_DISPATCH_FLOATING(
-                             dx.dtype(), name,
-                             cpu::softmax_rows_backward(s[0].data<scalar_t>(),
-                                                        gc.data<scalar_t>(), dx.data<scalar_t>(),
-                                                        n, cols, log));
-                       return std::vector<Tensor>{dx};
-                     });
+    autograd::record(
+        name, {a}, y, {y.detach()},
+        [log, n, cols, name](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          Tensor gc = contiguous(g[0]);
+          Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
+          if (dx.device().is_cpu())
+            GDN_DISPATCH_FLOATING(
+                dx.dtype(), name,
+                cpu::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
+                                           dx.data<scalar_t>(), n, cols, log));
+          return std::vector<Tensor>{dx};
+        });
   return y;
 }
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, false); }
-Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, true); }
+Tensor softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl(a, dim, false);
+}
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl(a, dim, true);
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   detail::common_device("cross_entropy", {logits, targets});
@@ -77,10 +95,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     int64_t bad = -1;
     GDN_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", {
       using A = acc_t<scalar_t>;
-      GDN_DISPATCH_INDEX(t.dtype(), "cross_entropy",
-                         cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v,
-                                                    ignore_index, lse.data<A>(), stats.data<A>(),
-                                                    &bad));
+      GDN_DISPATCH_INDEX(
+          t.dtype(), "cross_entropy",
+          cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
+                                     lse.data<A>(), stats.data<A>(), &bad));
     });
     GDN_CHECK(bad < 0, "cross_entropy: target ", int64_t(t.to_vector()[size_t(bad)]), " at row ",
               bad, " is outside the vocabulary [0, ", v, ")");
@@ -98,9 +116,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
               using A = acc_t<scalar_t>;
               GDN_DISPATCH_INDEX(
                   t.dtype(), "cross_entropy",
-                  cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(),
-                                              lse.data<A>(), stats.data<A>(), dl.data<A>(), n, v,
-                                              ignore_index, dx.data<scalar_t>()));
+                  cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(), lse.data<A>(),
+                                              stats.data<A>(), dl.data<A>(), n, v, ignore_index,
+                                              dx.data<scalar_t>()));
             });
           }
           return std::vector<Tensor>{dx, Tensor()};
@@ -111,8 +129,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   detail::common_device("embedding", {weight, indices});
-  GDN_CHECK(weight.dim() == 2, "embedding: weight must be [V, D], got ",
-            shape_str(weight.shape()));
+  GDN_CHECK(weight.dim() == 2, "embedding: weight must be [V, D], got ", shape_str(weight.shape()));
   GDN_CPU_ONLY_YET(weight.device(), "embedding");
   const int64_t v = weight.size(0), d = weight.size(1), n = indices.numel();
   Shape out_shape = indices.shape();
@@ -121,13 +138,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
   if (weight.device().is_cpu()) {
     int64_t bad = -1;
-    GDN_DISPATCH_FLOATING(weight.dtype(), "embedding",
-                          GDN_DISPATCH_INDEX(idx.dtype(), "embedding",
-                                             cpu::embedding_forward(
-                                                 w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
-                                                 out.data<scalar_t>(), &bad)));
-    GDN_CHECK(bad < 0, "embedding: index ", int64_t(idx.to_vector()[size_t(bad)]),
-              " at position ", bad, " is outside the table [0, ", v, ")");
+    GDN_DISPATCH_FLOATING(
+        weight.dtype(), "embedding",
+        GDN_DISPATCH_INDEX(idx.dtype(), "embedding",
+                           cpu::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
+                                                  out.data<scalar_t>(), &bad)));
+    GDN_CHECK(bad < 0, "embedding: index ", int64_t(idx.to_vector()[size_t(bad)]), " at position ",
+              bad, " is outside the table [0, ", v, ")");
   }
   if (autograd::needs_grad({weight}))
     autograd::record("embedding", {weight, indices}, out, {idx},
@@ -138,10 +155,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                        if (dw.device().is_cpu())
                          GDN_DISPATCH_FLOATING(
                              dtype, "embedding backward",
-                             GDN_DISPATCH_INDEX(s[0].dtype(), "embedding",
-                                                cpu::embedding_backward(
-                                                    gc.data<scalar_t>(), s[0].data<index_t>(), n,
-                                                    v, d, dw.data<scalar_t>())));
+                             GDN_DISPATCH_INDEX(
+                                 s[0].dtype(), "embedding",
+                                 cpu::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(),
+                                                         n, v, d, dw.data<scalar_t>())));
                        return std::vector<Tensor>{dw, Tensor()};
                      });
   return out;
@@ -168,23 +185,23 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                             eps, y.data<scalar_t>(), rstd.data<A>());
     });
   if (autograd::needs_grad({x, weight}))
-    autograd::record(
-        "rms_norm", {x, weight}, y, {xc, w, rstd},
-        [n, d, want_w = weight.defined() && weight.requires_grad()](
-            const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-          const Tensor &xc = s[0], &w = s[1], &rstd = s[2];
-          Tensor gc = contiguous(g[0]);
-          Tensor dx = empty(xc.shape(), xc.dtype(), xc.device());
-          Tensor dw = want_w ? empty({d}, xc.dtype(), xc.device()) : Tensor();
-          if (dx.device().is_cpu())
-            GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
-              using A = acc_t<scalar_t>;
-              cpu::rms_norm_backward(xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr,
-                                     rstd.data<A>(), gc.data<scalar_t>(), n, d,
-                                     dx.data<scalar_t>(), want_w ? dw.data<scalar_t>() : nullptr);
-            });
-          return std::vector<Tensor>{dx, dw};
-        });
+    autograd::record("rms_norm", {x, weight}, y, {xc, w, rstd},
+                     [n, d, want_w = weight.defined() && weight.requires_grad()](
+                         const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                       const Tensor &xc = s[0], &w = s[1], &rstd = s[2];
+                       Tensor gc = contiguous(g[0]);
+                       Tensor dx = empty(xc.shape(), xc.dtype(), xc.device());
+                       Tensor dw = want_w ? empty({d}, xc.dtype(), xc.device()) : Tensor();
+                       if (dx.device().is_cpu())
+                         GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
+                           using A = acc_t<scalar_t>;
+                           cpu::rms_norm_backward(
+                               xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr,
+                               rstd.data<A>(), gc.data<scalar_t>(), n, d, dx.data<scalar_t>(),
+                               want_w ? dw.data<scalar_t>() : nullptr);
+                         });
+                       return std::vector<Tensor>{dx, dw};
+                     });
   return y;
 }
 
@@ -234,8 +251,8 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (x.device().is_cpu())
     GDN_DISPATCH_FLOATING(x.dtype(), "causal_conv1d",
-                          cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b,
-                                                     t, c, k, y.data<scalar_t>()));
+                          cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
+                                                     c, k, y.data<scalar_t>()));
   if (autograd::needs_grad({x, weight}))
     autograd::record(
         "causal_conv1d", {x, weight}, y, {xc, wc},
@@ -245,12 +262,11 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), s[0].device()) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), s[1].device()) : Tensor();
           if (gc.device().is_cpu())
-            GDN_DISPATCH_FLOATING(gc.dtype(), "causal_conv1d backward",
-                                  cpu::causal_conv1d_backward(
-                                      s[0].data<scalar_t>(), s[1].data<scalar_t>(),
-                                      gc.data<scalar_t>(), b, t, c, k,
-                                      gx ? dx.data<scalar_t>() : nullptr,
-                                      gw ? dw.data<scalar_t>() : nullptr));
+            GDN_DISPATCH_FLOATING(
+                gc.dtype(), "causal_conv1d backward",
+                cpu::causal_conv1d_backward(
+                    s[0].data<scalar_t>(), s[1].data<scalar_t>(), gc.data<scalar_t>(), b, t, c, k,
+                    gx ? dx.data<scalar_t>() : nullptr, gw ? dw.data<scalar_t>() : nullptr));
           return std::vector<Tensor>{dx, dw};
         });
   return y;

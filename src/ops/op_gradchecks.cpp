@@ -36,8 +36,7 @@ const std::map<std::string, Check>& registry() {
       {"add", {{{3, 4}, {4}}, [](auto& x) { return add(x[0], x[1]); }}},
       {"sub", {{{2, 1, 3}, {4, 1}}, [](auto& x) { return sub(x[0], x[1]); }}},
       {"mul", {{{2, 3}, {2, 1}}, [](auto& x) { return mul(x[0], x[1]); }}},
-      {"div",
-       {{{3, 2}, {3, 2}}, [](auto& x) { return div(x[0], x[1]); }, Check::away_from_zero}},
+      {"div", {{{3, 2}, {3, 2}}, [](auto& x) { return div(x[0], x[1]); }, Check::away_from_zero}},
       {"affine", {{{5}}, [](auto& x) { return affine(x[0], -1.5, 0.25); }}},
       {"pow", {{{5}}, [](auto& x) { return pow(x[0], 2.5); }, Check::positive}},
       {"exp", {{{6}}, [](auto& x) { return exp(x[0]); }}},
@@ -50,13 +49,16 @@ const std::map<std::string, Check>& registry() {
       {"square", {{{6}}, [](auto& x) { return square(x[0]); }}},
       {"tanh", {{{6}}, [](auto& x) { return tanh(x[0]); }}},
       {"abs", {{{6}}, [](auto& x) { return abs(x[0]); }, Check::away_from_zero}},
-      {"sum", {{{2, 3, 4}}, [](auto& x) { return sum(x[0], {0, 2}); }}},
+      {"sum",
+       {{{2, 3, 4}},
+        [](auto& x) {
+          return sum(x[0], {0, 2});
+        }}},
       {"sum_keepdim", {{{2, 3, 4}}, [](auto& x) { return sum(x[0], {1}, true); }}},
       {"mean", {{{2, 3, 4}}, [](auto& x) { return mean(x[0], {-1}); }}},
       {"max", {{{3, 5}}, [](auto& x) { return max(x[0], 1); }}},
       {"matmul", {{{3, 4}, {4, 5}}, [](auto& x) { return matmul(x[0], x[1]); }}},
-      {"matmul_batched",
-       {{{2, 3, 4}, {4, 2}}, [](auto& x) { return matmul(x[0], x[1]); }}},
+      {"matmul_batched", {{{2, 3, 4}, {4, 2}}, [](auto& x) { return matmul(x[0], x[1]); }}},
       {"matmul_transposed",
        {{{4, 3}, {2, 5, 4}},
         [](auto& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 1, 2)); }}},
@@ -83,8 +85,8 @@ const std::map<std::string, Check>& registry() {
       {"views",
        {{{2, 3, 4}},
         [](auto& x) {
-          Tensor a = permute(x[0], {2, 0, 1});               // [4, 2, 3]
-          Tensor b = slice(reshape(a, {8, 3}), 0, 2, 7);      // [5, 3]
+          Tensor a = permute(x[0], {2, 0, 1});            // [4, 2, 3]
+          Tensor b = slice(reshape(a, {8, 3}), 0, 2, 7);  // [5, 3]
           Tensor c = expand(unsqueeze(sum(b, {0}), 0), {2, 3});
           return concat({b, c, reshape(transpose(slice(a, 0, 0, 1), 1, 2), {2, 3})}, 0);
         }}},

@@ -46,7 +46,7 @@ void fill_(Tensor& t, double value);
 void zero_(Tensor& t);
 void normal_(Tensor& t, double mean, double std, Generator* gen = nullptr);
 void uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
-void copy_(Tensor& dst, const Tensor& src);         // same shape; casts dtype, crosses devices
+void copy_(Tensor& dst, const Tensor& src);  // same shape; casts dtype, crosses devices
 void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src
 void mul_(Tensor& dst, double s);
 
@@ -58,7 +58,7 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 Tensor affine(const Tensor& a, double alpha, double beta);  // alpha * a + beta
-Tensor rsub(const Tensor& a, double s);                      // s - a
+Tensor rsub(const Tensor& a, double s);                     // s - a
 Tensor pow(const Tensor& a, double p);
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);

@@ -62,11 +62,11 @@ void copy_raw(Tensor& dst, const Tensor& src) {
     auto L = detail::copy_layout(dst, src);
     GDN_DISPATCH_ALL(src.dtype(), "copy", {
       using S = scalar_t;
-      GDN_DISPATCH_ALL(dst.dtype(), "copy",
-                       GDN_RUN_ON_DEVICE(dd, "copy",
-                                         cpu::copy_strided(L, src.data<S>(), dst.data<scalar_t>()),
-                                         cuda::copy_strided(L, src.data<S>(), dst.data<scalar_t>(),
-                                                            stream_of(dd))));
+      GDN_DISPATCH_ALL(
+          dst.dtype(), "copy",
+          GDN_RUN_ON_DEVICE(
+              dd, "copy", cpu::copy_strided(L, src.data<S>(), dst.data<scalar_t>()),
+              cuda::copy_strided(L, src.data<S>(), dst.data<scalar_t>(), stream_of(dd))));
     });
     return;
   }
@@ -93,7 +93,9 @@ void copy_raw(Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
-void copy_(Tensor& dst, const Tensor& src) { copy_raw(dst, src); }
+void copy_(Tensor& dst, const Tensor& src) {
+  copy_raw(dst, src);
+}
 
 Tensor contiguous_copy(const Tensor& a) {
   Tensor out = empty(a.shape(), a.dtype(), a.device());
@@ -130,8 +132,7 @@ Tensor to_device(const Tensor& a, Device device) {
   copy_raw(out, a);
   if (autograd::needs_grad({a}))
     autograd::record("to_device", {a}, out, {},
-                     [from = a.device()](const std::vector<Tensor>& g,
-                                         const std::vector<Tensor>&) {
+                     [from = a.device()](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
                        return std::vector<Tensor>{to_device(g[0], from)};
                      });
   return out;

@@ -36,7 +36,9 @@ int device_count() {
   return count;
 }
 
-void set_device(int index) { GDN_CUDA_CHECK(cudaSetDevice(index)); }
+void set_device(int index) {
+  GDN_CUDA_CHECK(cudaSetDevice(index));
+}
 
 void* current_stream(int index) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -5,13 +5,13 @@
 
 namespace gdn::cuda {
 
-int device_count();                  // 0 when no driver or no device
+int device_count();  // 0 when no driver or no device
 void set_device(int index);
-void* current_stream(int index);     // the stream ops on device `index` run on
+void* current_stream(int index);  // the stream ops on device `index` run on
 void synchronize(int index);
 void memcpy_h2d(void* dst, const void* src, size_t bytes, int index);
 void memcpy_d2h(void* dst, const void* src, size_t bytes, int index);
 void memcpy_d2d(void* dst, const void* src, size_t bytes, int index);
-void* cublas_handle(int index);      // cublasHandle_t bound to current_stream(index)
+void* cublas_handle(int index);  // cublasHandle_t bound to current_stream(index)
 
 }  // namespace gdn::cuda

@@ -1,0 +1,189 @@
+// Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): workspace carving, loading
+// one chunk of a (batch, head) slice into the accumulator type with zero padding, the in-chunk
+// gate cumsum and decay factors, the unit lower triangular inverse, and the entry points that
+// kernels/gated_delta_rule.cpp dispatches to.
+//
+// Padding: a last partial chunk is padded to C rows with q = k = v = 0, g = 0, beta = 0. With
+// those values the padded chunk computes exactly the unpadded result (M, W, U, Vn rows vanish,
+// G stays at its last real value), and its gradients are those of the real inputs.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/gated_delta_rule.h"
+
+namespace gdn::gdr::detail {
+
+inline int64_t round_up16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+// Hands out consecutive pieces of a buffer, each rounded up to 16 elements (64-byte steps).
+// With base == nullptr it only counts, so one function both sizes and carves a workspace.
+template <typename A>
+class Carver {
+ public:
+  explicit Carver(A* base) : base_(base) {}
+  A* take(int64_t n) {
+    A* p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up16(n);
+    return p;
+  }
+  int64_t used() const { return used_; }
+
+ private:
+  A* base_;
+  int64_t used_ = 0;
+};
+
+// Offsets into the time-major layouts of gated_delta_rule.h.
+inline int64_t qk_offset(const Problem& p, int64_t b, int64_t t, int64_t h) {
+  return ((b * p.T + t) * p.H + h) * p.K;
+}
+inline int64_t vo_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
+  return ((b * p.T + t) * p.HV + hv) * p.V;
+}
+inline int64_t gate_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
+  return (b * p.T + t) * p.HV + hv;
+}
+
+// The chunk-start states [B, HV, NT, K, V] that every implementation saves first in the residual.
+inline int64_t states_elems(const Problem& p) {
+  return p.B * p.HV * p.num_chunks() * p.K * p.V;
+}
+// The `full` policy of `chunked` appends A [B, HV, NT, C, C] and [W | U] [B, HV, NT, C, K + V].
+inline int64_t full_a_elems(const Problem& p) {
+  return p.B * p.HV * p.num_chunks() * p.chunk * p.chunk;
+}
+inline int64_t full_wu_elems(const Problem& p) {
+  return p.B * p.HV * p.num_chunks() * p.chunk * (p.K + p.V);
+}
+
+// dst[i, :] = mul * src[i * stride, :] for i < rows, zero for rows <= i < pad_rows.
+template <typename T, typename A>
+void load_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, int64_t pad_rows, A mul,
+               A* dst, int64_t ld_dst) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* s = src + i * stride;
+    A* d = dst + i * ld_dst;
+    for (int64_t j = 0; j < cols; ++j) d[j] = mul * to_acc(s[j]);
+  }
+  for (int64_t i = rows; i < pad_rows; ++i) std::memset(dst + i * ld_dst, 0, cols * sizeof(A));
+}
+
+// dst[i * stride, :] = mul * src[i, :] for i < rows, converted to T.
+template <typename T, typename A>
+void store_rows(const A* src, int64_t ld_src, int64_t rows, int64_t cols, A mul, T* dst,
+                int64_t stride) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const A* s = src + i * ld_src;
+    T* d = dst + i * stride;
+    for (int64_t j = 0; j < cols; ++j) d[j] = from_acc<T>(mul * s[j]);
+  }
+}
+
+// Gates of one chunk (g and beta strided by `stride`, rows real steps, C padded):
+//   G_i = sum_{j <= i} g_j,  gamma_i = exp(G_i),  e_i = exp(G_{C-1} - G_i)  (both exponents <= 0)
+// beta_out may be null (ssd).
+template <typename T, typename A>
+void load_gates(const T* g, const T* beta, int64_t stride, int64_t rows, int64_t C, A* G, A* gamma,
+                A* e, A* beta_out) {
+  A acc = 0;
+  for (int64_t i = 0; i < C; ++i) {
+    if (i < rows) acc += to_acc(g[i * stride]);
+    G[i] = acc;
+    gamma[i] = std::exp(acc);
+    if (beta_out) beta_out[i] = i < rows ? to_acc(beta[i * stride]) : A(0);
+  }
+  for (int64_t i = 0; i < C; ++i) e[i] = std::exp(G[C - 1] - G[i]);
+}
+
+// Gam_ij = exp(G_i - G_j) for i >= j (exponent <= 0), 0 above the diagonal.
+template <typename A>
+void decay_matrix(const A* G, int64_t C, A* gam) {
+  for (int64_t i = 0; i < C; ++i) {
+    A* row = gam + i * C;
+    for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(G[i] - G[j]);
+    for (int64_t j = i + 1; j < C; ++j) row[j] = 0;
+  }
+}
+
+// In place: the strictly lower part of `a` holds M; on return a = (I + M)^-1 (unit lower).
+// Forward substitution row by row: A_i = e_i - sum_{j<i} M_ij A_j (A_j is zero past column j).
+template <typename A>
+void invert_unit_lower(A* a, int64_t C, A* row_tmp) {
+  for (int64_t i = 0; i < C; ++i) {
+    A* ai = a + i * C;
+    for (int64_t j = 0; j < i; ++j) row_tmp[j] = ai[j];
+    for (int64_t j = 0; j < C; ++j) ai[j] = 0;
+    for (int64_t j = 0; j < i; ++j) {
+      const A m = row_tmp[j];
+      const A* aj = a + j * C;
+      for (int64_t l = 0; l <= j; ++l) ai[l] -= m * aj[l];
+    }
+    ai[i] = 1;
+  }
+}
+
+template <typename A>
+A dot(const A* x, const A* y, int64_t n) {
+  A s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// dg of one (padded) chunk. DESIGN.md's dG has the form
+//   dG_i = a_i + rowsum(X)_i - colsum(X)_i  (+ c at i = C-1),  X strictly lower,
+// with X = dP o P + dM o M and, in its last row, s (the e_i = Gam_{C-1,i} terms). Since G is the
+// in-chunk cumsum of g, dg_t = sum_{i >= t} dG_i = sum_{i >= t} a_i + sum_{i >= t > j} X_ij + c.
+// The right side is summed directly: the row and column sums cancel almost entirely under strong
+// decay, and summing them first would leave fp32 rounding error larger than the result.
+// col is scratch of C elements; the first `rows` values of dg are written, strided.
+template <typename T, typename A>
+void store_gate_grad(const A* a, const A* X, A c, int64_t rows, int64_t C, A* col, T* dg,
+                     int64_t stride) {
+  for (int64_t j = 0; j < C; ++j) col[j] = 0;  // col[j] = sum_{i >= t} X_ij
+  A suffix = c;
+  for (int64_t t = C - 1; t >= 0; --t) {
+    suffix += a[t];
+    A cross = 0;
+    for (int64_t j = 0; j < t; ++j) {
+      col[j] += X[t * C + j];
+      cross += col[j];
+    }
+    if (t < rows) dg[t * stride] = from_acc<T>(suffix + cross);
+  }
+}
+
+// Entry points (one file each); inputs are validated by the dispatcher.
+#define GDN_GDR_DECLARE(name)                                                               \
+  int64_t name##_forward_workspace(const Problem& p);                                       \
+  int64_t name##_backward_workspace(const Problem& p);                                      \
+  template <typename T>                                                                     \
+  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out); \
+  template <typename T>                                                                     \
+  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
+GDN_GDR_DECLARE(recurrent)
+GDN_GDR_DECLARE(chunked)
+GDN_GDR_DECLARE(fused)
+GDN_GDR_DECLARE(ssd)
+#undef GDN_GDR_DECLARE
+
+// Explicit instantiations of one implementation for float, double and bf16.
+#define GDN_GDR_INSTANTIATE(name)                                              \
+  template void name##_forward<float>(const Problem&, const Inputs<float>&,    \
+                                      const ForwardOutputs<float>&);           \
+  template void name##_forward<double>(const Problem&, const Inputs<double>&,  \
+                                       const ForwardOutputs<double>&);         \
+  template void name##_forward<bf16>(const Problem&, const Inputs<bf16>&,      \
+                                     const ForwardOutputs<bf16>&);             \
+  template void name##_backward<float>(const Problem&, const Inputs<float>&,   \
+                                       const BackwardArgs<float>&);            \
+  template void name##_backward<double>(const Problem&, const Inputs<double>&, \
+                                        const BackwardArgs<double>&);          \
+  template void name##_backward<bf16>(const Problem&, const Inputs<bf16>&,     \
+                                      const BackwardArgs<bf16>&);
+
+}  // namespace gdn::gdr::detail

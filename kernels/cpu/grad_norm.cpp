@@ -1,0 +1,45 @@
+// CPU fp64 sum of squares over fixed blocks (OpenMP across blocks, then the partials in order).
+#include "kernels/cpu/grad_norm.h"
+
+#include <vector>
+
+namespace gdn::cpu {
+
+namespace {
+constexpr int64_t kBlock = 1 << 14;  // elements per partial sum; fixed so the result is too
+
+// Widens an element to fp64 (half types and float through float; double unchanged).
+inline double widen(double x) {
+  return x;
+}
+template <typename T>
+inline double widen(T x) {
+  return double(float(x));
+}
+}  // namespace
+
+template <typename T>
+void sum_squares(const T* x, int64_t n, double* out) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(size_t(blocks), 0.0);
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = b * kBlock + kBlock < n ? b * kBlock + kBlock : n;
+    double s = 0.0;
+    for (int64_t i = b * kBlock; i < end; ++i) {
+      const double v = widen(x[i]);
+      s += v * v;
+    }
+    partial[size_t(b)] = s;
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  *out = total;
+}
+
+template void sum_squares<float>(const float*, int64_t, double*);
+template void sum_squares<double>(const double*, int64_t, double*);
+template void sum_squares<bf16>(const bf16*, int64_t, double*);
+template void sum_squares<fp16>(const fp16*, int64_t, double*);
+
+}  // namespace gdn::cpu

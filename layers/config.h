@@ -1,0 +1,67 @@
+// The model configuration: flash-linear-attention's GatedDeltaNetConfig field names (so
+// config.json round-trips with fla / Hugging Face), plus gdn's kernel choice.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kernels/gated_delta_rule.h"
+
+namespace gdn::nn {
+
+struct ModelConfig {
+  // fla GatedDeltaNetConfig fields (same names and defaults).
+  int64_t hidden_size = 2048;
+  int64_t num_hidden_layers = 21;
+  int64_t num_heads = 6;
+  int64_t num_v_heads = 0;  // 0 = None: same as num_heads
+  int64_t head_dim = 256;
+  double expand_v = 2.0;
+  int64_t conv_size = 4;
+  bool use_short_conv = true;
+  bool use_gate = true;
+  bool allow_neg_eigval = false;
+  int64_t hidden_ratio = 4;
+  int64_t intermediate_size = 0;  // 0 = None: 256-rounded 2/3 * hidden_ratio * hidden_size
+  std::string hidden_act = "swish";
+  double norm_eps = 1e-6;
+  int64_t vocab_size = 32000;
+  bool tie_word_embeddings = false;
+  double initializer_range = 0.02;
+  int64_t max_position_embeddings = 2048;
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  std::string attn_mode = "chunk";
+  bool fuse_norm = true, fuse_swiglu = true, fuse_cross_entropy = true;
+  // gdn: which gated-delta-rule implementation and how.
+  std::string kernel = "chunked";  // recurrent | chunked | fused
+  int64_t chunk_size = 64;
+  std::string residual = "minimal";  // minimal | full
+
+  int64_t v_heads() const { return num_v_heads > 0 ? num_v_heads : num_heads; }
+  int64_t key_dim() const { return num_heads * head_dim; }
+  int64_t head_v_dim() const;
+  int64_t value_dim() const { return v_heads() * head_v_dim(); }
+  int64_t mlp_intermediate_size() const;
+  gdr::Impl kernel_impl() const;
+  // Throws gdn::Error naming the inconsistent fields.
+  void validate() const;
+  // Parameter count by formula (equals the built model's count; tests check it).
+  int64_t num_parameters() const;
+  // Parameters per block, embeddings, lm_head (0 when tied), final norm.
+  int64_t params_per_block() const;
+
+  // config.json (Hugging Face): fla's names, model_type gated_deltanet.
+  nlohmann::json to_hf_json() const;
+  static ModelConfig from_hf_json(const nlohmann::json& j);
+};
+
+}  // namespace gdn::nn
+
+namespace gdn::io {
+class ConfigBinder;
+}
+namespace gdn::nn {
+// Binds every ModelConfig field under `section` ("model.hidden_size", ...).
+void bind_model_config(io::ConfigBinder& b, ModelConfig& c, const std::string& section = "model");
+}  // namespace gdn::nn

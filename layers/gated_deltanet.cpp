@@ -1,0 +1,131 @@
+// Gated DeltaNet layer. Init as fla: projections and convs N(0, initializer_range),
+// A_log = log(U(0, 16)), dt_bias = softplus^-1(dt) with dt log-uniform in [1e-3, 0.1]
+// clamped at 1e-4, norm weights 1.
+#include "layers/gated_deltanet.h"
+
+#include <cmath>
+
+#include "src/ops/gated_delta_rule.h"
+
+namespace gdn::nn {
+
+GatedDeltaNet::GatedDeltaNet(const ModelConfig& c, const InitContext& ctx) : cfg(c) {
+  cfg.validate();
+  const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), hv = cfg.v_heads();
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(d, vd, false, ctx));
+  a_proj = register_module("a_proj", std::make_shared<Linear>(d, hv, false, ctx));
+  b_proj = register_module("b_proj", std::make_shared<Linear>(d, hv, false, ctx));
+
+  // A_log = log(A), A ~ U(0, 16)
+  A_log = new_parameter({hv}, ctx);
+  {
+    Tensor a = ops::rand({hv}, DType::float64, Device::cpu(), ctx.gen);
+    std::vector<double> v = a.to_vector();
+    for (double& x : v) x = std::log(std::max(16.0 * x, 1e-30));
+    ops::copy_(A_log, ops::from_vector(v, {hv}, DType::float64));
+  }
+  register_parameter("A_log", &A_log);
+  // dt_bias = dt + log(-expm1(-dt)) = softplus^-1(dt)
+  dt_bias = new_parameter({hv}, ctx);
+  {
+    Tensor u = ops::rand({hv}, DType::float64, Device::cpu(), ctx.gen);
+    std::vector<double> v = u.to_vector();
+    for (double& x : v) {
+      double dt = std::exp(x * (std::log(0.1) - std::log(0.001)) + std::log(0.001));
+      dt = std::max(dt, 1e-4);
+      x = dt + std::log(-std::expm1(-dt));
+    }
+    ops::copy_(dt_bias, ops::from_vector(v, {hv}, DType::float64));
+  }
+  register_parameter("dt_bias", &dt_bias);
+
+  if (cfg.use_short_conv) {
+    q_conv1d = register_module("q_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx));
+    k_conv1d = register_module("k_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx));
+    v_conv1d = register_module("v_conv1d", std::make_shared<ShortConv>(vd, cfg.conv_size, ctx));
+  }
+  if (cfg.use_gate) {
+    g_proj = register_module("g_proj", std::make_shared<Linear>(d, vd, false, ctx));
+    o_norm_gated = register_module(
+        "o_norm", std::make_shared<GatedRMSNorm>(cfg.head_v_dim(), cfg.norm_eps, ctx));
+  } else {
+    o_norm_plain =
+        register_module("o_norm", std::make_shared<RMSNorm>(cfg.head_v_dim(), cfg.norm_eps, ctx));
+  }
+  o_proj = register_module("o_proj", std::make_shared<Linear>(vd, d, false, ctx));
+}
+
+namespace {
+
+// Short conv over [tail ; x] when a tail (the previous W-1 inputs) is carried.
+Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, Tensor* tail) {
+  if (!tail) return conv.forward(x);
+  const int64_t w = conv.weight.size(2), T = x.size(1);
+  Tensor prev =
+      tail->defined() ? *tail : ops::zeros({x.size(0), w - 1, x.size(2)}, x.dtype(), x.device());
+  Tensor full = ops::concat({prev, x}, 1);
+  Tensor y = ops::slice(conv.forward(full), 1, w - 1, w - 1 + T);
+  *tail = ops::contiguous(ops::slice(full, 1, full.size(1) - (w - 1), full.size(1)));
+  return y;
+}
+
+}  // namespace
+
+Tensor GatedDeltaNet::run(const Tensor& x, LayerState* state) const {
+  ModuleScope scope(*this);
+  GDN_CHECK(x.dim() == 3 && x.size(2) == cfg.hidden_size, "GatedDeltaNet: input ",
+            shape_str(x.shape()), " must be [B, T, ", cfg.hidden_size, "]");
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, HV = cfg.v_heads();
+  const int64_t K = cfg.head_dim, V = cfg.head_v_dim();
+  Tensor q = q_proj->forward(x), k = k_proj->forward(x), v = v_proj->forward(x);
+  if (cfg.use_short_conv) {
+    q = conv_with_tail(*q_conv1d, q, state ? &state->conv_q : nullptr);
+    k = conv_with_tail(*k_conv1d, k, state ? &state->conv_k : nullptr);
+    v = conv_with_tail(*v_conv1d, v, state ? &state->conv_v : nullptr);
+  } else {
+    q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
+  }
+  q = ops::l2_norm(ops::view(q, {B, T, H, K}), 1e-6);
+  k = ops::l2_norm(ops::view(k, {B, T, H, K}), 1e-6);
+  v = ops::view(v, {B, T, HV, V});
+  Tensor beta = ops::sigmoid(b_proj->forward(x));
+  if (cfg.allow_neg_eigval) beta = ops::mul(beta, 2.0);
+  // g = -exp(A_log) softplus(a + dt_bias), in fp32 (the decay is sensitive to rounding).
+  Tensor a = ops::cast(a_proj->forward(x), A_log.dtype());
+  Tensor g = ops::mul(ops::neg(ops::exp(A_log)), ops::softplus(ops::add(a, dt_bias)));
+  g = ops::cast(g, x.dtype());
+
+  ops::GdrOptions opt;
+  opt.impl = cfg.kernel_impl();
+  opt.chunk_size = int(cfg.chunk_size);
+  opt.residual = gdr::parse_residual(cfg.residual);
+  Tensor h0;
+  if (state) {
+    opt.impl = gdr::Impl::recurrent;  // generation: one step at a time
+    opt.output_final_state = true;
+    h0 = state->ssm;
+  }
+  auto r = ops::gated_delta_rule(q, k, v, g, beta, opt, h0);
+  if (state) state->ssm = r.ht.detach();
+
+  Tensor o = r.o;
+  if (cfg.use_gate) {
+    Tensor gate = ops::view(g_proj->forward(x), {B, T, HV, V});
+    o = o_norm_gated->forward(o, gate);
+  } else {
+    o = o_norm_plain->forward(o);
+  }
+  return o_proj->forward(ops::reshape(o, {B, T, HV * V}));
+}
+
+Tensor GatedDeltaNet::forward(const Tensor& x) const {
+  return run(x, nullptr);
+}
+
+Tensor GatedDeltaNet::forward_with_state(const Tensor& x, LayerState& state) const {
+  return run(x, &state);
+}
+
+}  // namespace gdn::nn

@@ -1,0 +1,253 @@
+// Layer and kernel gradient checks. Each check builds its module in fp64 from a seeded
+// generator, and checks d loss / d (inputs and every parameter).
+#include "layers/layer_gradchecks.h"
+
+#include <functional>
+#include <map>
+
+#include "layers/model.h"
+#include "src/ops/gated_delta_rule.h"
+#include "src/ops/ops.h"
+
+namespace gdn::nn {
+
+namespace {
+
+using autograd::GradcheckReport;
+
+thread_local int64_t t_max_elements = 24;  // set by run_layer_gradcheck for its checks
+
+InitContext fp64_ctx(Generator* gen, double std = 0.3) {
+  InitContext ctx;
+  ctx.dtype = DType::float64;
+  ctx.gen = gen;
+  ctx.std = std;  // larger than 0.02 so every path carries signal
+  return ctx;
+}
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_heads = 2;
+  c.head_dim = 4;
+  c.expand_v = 1.5;
+  c.conv_size = 3;
+  c.vocab_size = 11;
+  c.intermediate_size = 12;
+  c.chunk_size = 16;
+  c.initializer_range = 0.3;
+  return c;
+}
+
+// Checks a module: f(inputs) with the module's parameters as extra checked inputs.
+GradcheckReport check_module(const std::string& what, const Module& m, std::vector<Tensor> inputs,
+                             std::vector<std::string> names,
+                             const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                             uint64_t seed) {
+  for (auto& [n, p] : m.named_parameters()) {
+    inputs.push_back(p);
+    names.push_back(n);
+  }
+  autograd::GradcheckOptions opt;
+  opt.seed = seed;
+  opt.max_elements = t_max_elements;
+  return autograd::gradcheck(what, f, inputs, names, opt);
+}
+
+Tensor input(const Shape& s, Generator& g) {
+  return ops::randn(s, DType::float64, Device::cpu(), &g).set_requires_grad(true);
+}
+
+using LayerCheck = std::function<GradcheckReport(uint64_t)>;
+
+GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t seed) {
+  Generator g(seed);
+  GatedDeltaNet layer(c, fp64_ctx(&g, c.initializer_range));
+  Tensor x = input({1, 19, c.hidden_size}, g);  // T = 19: a full and a partial chunk
+  return check_module(
+      what, layer, {x}, {"x"}, [&](const std::vector<Tensor>& in) { return layer.forward(in[0]); },
+      seed);
+}
+
+const std::map<std::string, LayerCheck>& registry() {
+  static const std::map<std::string, LayerCheck> checks = {
+      {"linear",
+       [](uint64_t s) {
+         Generator g(s);
+         Linear m(5, 4, true, fp64_ctx(&g));
+         Tensor x = input({2, 3, 5}, g);
+         return check_module(
+             "layer linear", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
+       }},
+      {"embedding",
+       [](uint64_t s) {
+         Generator g(s);
+         Embedding m(7, 3, fp64_ctx(&g));
+         Tensor ids = ops::from_vector({1, 6, 6, 0, 3}, {1, 5}, DType::int64);
+         return check_module(
+             "layer embedding", m, {}, {}, [&](auto&) { return m.forward(ids, DType::float64); },
+             s);
+       }},
+      {"rms_norm",
+       [](uint64_t s) {
+         Generator g(s);
+         RMSNorm m(6, 1e-6, fp64_ctx(&g));
+         ops::normal_(m.weight, 1.0, 0.3, &g);
+         Tensor x = input({3, 6}, g);
+         return check_module(
+             "layer rms_norm", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
+       }},
+      {"gated_rms_norm",
+       [](uint64_t s) {
+         Generator g(s);
+         GatedRMSNorm m(4, 1e-6, fp64_ctx(&g));
+         ops::normal_(m.weight, 1.0, 0.3, &g);
+         Tensor x = input({2, 3, 4}, g), gate = input({2, 3, 4}, g);
+         return check_module(
+             "layer gated_rms_norm", m, {x, gate}, {"x", "gate"},
+             [&](auto& in) { return m.forward(in[0], in[1]); }, s);
+       }},
+      {"short_conv",
+       [](uint64_t s) {
+         Generator g(s);
+         ShortConv m(3, 4, fp64_ctx(&g));
+         Tensor x = input({2, 6, 3}, g);
+         return check_module(
+             "layer short_conv", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
+       }},
+      {"gated_mlp",
+       [](uint64_t s) {
+         Generator g(s);
+         GatedMLP m(5, 7, fp64_ctx(&g));
+         Tensor x = input({2, 2, 5}, g);
+         return check_module(
+             "layer gated_mlp", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
+       }},
+      {"gated_deltanet_recurrent",
+       [](uint64_t s) {
+         ModelConfig c = tiny_config();
+         c.kernel = "recurrent";
+         return check_gdn_layer("layer gated_deltanet (recurrent)", c, s);
+       }},
+      {"gated_deltanet_chunked",
+       [](uint64_t s) {
+         return check_gdn_layer("layer gated_deltanet (chunked)", tiny_config(), s);
+       }},
+      {"gated_deltanet_fused",
+       [](uint64_t s) {
+         ModelConfig c = tiny_config();
+         c.kernel = "fused";
+         return check_gdn_layer("layer gated_deltanet (fused)", c, s);
+       }},
+      {"gated_deltanet_gva",
+       [](uint64_t s) {
+         ModelConfig c = tiny_config();
+         c.num_v_heads = 4;
+         return check_gdn_layer("layer gated_deltanet (GVA)", c, s);
+       }},
+      {"gated_deltanet_plain",
+       [](uint64_t s) {
+         ModelConfig c = tiny_config();
+         c.use_gate = false;
+         c.use_short_conv = false;
+         c.allow_neg_eigval = true;
+         return check_gdn_layer("layer gated_deltanet (no gate/conv)", c, s);
+       }},
+      {"block",
+       [](uint64_t s) {
+         Generator g(s);
+         ModelConfig c = tiny_config();
+         Block m(c, fp64_ctx(&g));
+         Tensor x = input({1, 7, c.hidden_size}, g);
+         return check_module(
+             "layer block", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
+       }},
+      {"causal_lm",
+       [](uint64_t s) {
+         Generator g(s);
+         ModelConfig c = tiny_config();
+         c.num_hidden_layers = 2;
+         CausalLM m(c, fp64_ctx(&g));
+         m.compute_dtype = DType::float64;
+         Tensor ids = ops::randint({2, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         Tensor tgt = ops::randint({2, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         return check_module(
+             "layer causal_lm (2 layers, loss)", m, {}, {}, [&](auto&) { return m.loss(ids, tgt); },
+             s);
+       }},
+      {"causal_lm_tied",
+       [](uint64_t s) {
+         Generator g(s);
+         ModelConfig c = tiny_config();
+         c.tie_word_embeddings = true;
+         CausalLM m(c, fp64_ctx(&g));
+         m.compute_dtype = DType::float64;
+         Tensor ids = ops::randint({1, 8}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         Tensor tgt = ops::randint({1, 8}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         return check_module(
+             "layer causal_lm (tied)", m, {}, {}, [&](auto&) { return m.loss(ids, tgt); }, s);
+       }},
+  };
+  return checks;
+}
+
+}  // namespace
+
+std::vector<std::string> layer_gradcheck_names() {
+  std::vector<std::string> n;
+  for (const auto& kv : registry()) n.push_back(kv.first);
+  return n;
+}
+
+GradcheckReport run_layer_gradcheck(const std::string& name, uint64_t seed, int64_t max_elements) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& n : layer_gradcheck_names()) known += " " + n;
+    GDN_FAIL("unknown layer gradcheck '", name, "'; known:", known);
+  }
+  t_max_elements = max_elements;
+  return it->second(seed + 5);
+}
+
+std::vector<std::string> kernel_gradcheck_names() {
+  return {"recurrent", "chunked", "chunked_full", "fused", "ssd"};
+}
+
+GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed) {
+  ops::GdrOptions opt;
+  std::string name = impl;
+  if (impl == "chunked_full") {
+    opt.residual = gdr::Residual::full;
+    name = "chunked";
+  }
+  try {
+    opt.impl = gdr::parse_impl(name);
+  } catch (const std::invalid_argument&) {
+    GDN_FAIL("unknown kernel '", impl, "' (known: recurrent chunked chunked_full fused ssd)");
+  }
+  opt.chunk_size = 16;
+  opt.output_final_state = true;
+  const bool ssd = opt.impl == gdr::Impl::ssd;
+  Generator g(seed + 77);
+  // B=1, T=21 (a partial second chunk), H=1, HV=2 (GVA), K=4, V=3, with h0.
+  std::vector<Tensor> in = {input({1, 21, 1, 4}, g), input({1, 21, 1, 4}, g),
+                            input({1, 21, 2, 3}, g), input({1, 21, 2}, g),
+                            input({1, 21, 2}, g),    input({1, 2, 4, 3}, g)};
+  std::vector<std::string> names = {"q", "k", "v", "g", "beta", "h0"};
+  if (ssd) in[4] = in[4].detach();  // unused by ssd
+  autograd::MultiFn f = [opt, ssd](const std::vector<Tensor>& x) {
+    // Inputs in the kernel's domain: unit keys, log decay <= 0, beta in (0, 1).
+    Tensor k = ops::l2_norm(x[1], 1e-6);
+    Tensor gl = ops::neg(ops::softplus(x[3]));
+    Tensor beta = ssd ? Tensor() : ops::sigmoid(x[4]);
+    auto r = ops::gated_delta_rule(x[0], k, x[2], gl, beta, opt, x[5]);
+    return std::vector<Tensor>{r.o, r.ht};
+  };
+  autograd::GradcheckOptions o;
+  o.seed = seed;
+  return autograd::gradcheck("kernel " + impl, f, in, names, o);
+}
+
+}  // namespace gdn::nn

@@ -1,0 +1,31 @@
+// ShortConv and GatedMLP.
+#include "layers/mlp.h"
+
+namespace gdn::nn {
+
+ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
+  weight = new_parameter({channels, 1, width}, ctx);
+  ops::normal_(weight, 0.0, ctx.std, ctx.gen);
+  register_parameter("weight", &weight);
+}
+
+Tensor ShortConv::forward(const Tensor& x) const {
+  ModuleScope scope(*this);
+  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype())));
+}
+
+GatedMLP::GatedMLP(int64_t hidden_size, int64_t intermediate_size, const InitContext& ctx) {
+  gate_proj = register_module("gate_proj",
+                              std::make_shared<Linear>(hidden_size, intermediate_size, false, ctx));
+  up_proj = register_module("up_proj",
+                            std::make_shared<Linear>(hidden_size, intermediate_size, false, ctx));
+  down_proj = register_module("down_proj",
+                              std::make_shared<Linear>(intermediate_size, hidden_size, false, ctx));
+}
+
+Tensor GatedMLP::forward(const Tensor& x) const {
+  ModuleScope scope(*this);
+  return down_proj->forward(ops::mul(ops::silu(gate_proj->forward(x)), up_proj->forward(x)));
+}
+
+}  // namespace gdn::nn

@@ -1,0 +1,51 @@
+// Block (pre-norm: h = x + attn(attn_norm x); h = h + mlp(mlp_norm h)) and CausalLM
+// (embeddings, blocks, final norm, lm_head or tied embeddings): fla's
+// GatedDeltaNetForCausalLM with the same parameter names.
+#pragma once
+#include <vector>
+
+#include "layers/gated_deltanet.h"
+
+namespace gdn::nn {
+
+class Block : public Module {
+ public:
+  Block(const ModelConfig& cfg, const InitContext& ctx);
+  Tensor forward(const Tensor& x) const;
+  Tensor forward_with_state(const Tensor& x, LayerState& state) const;
+  std::shared_ptr<RMSNorm> attn_norm, mlp_norm;
+  std::shared_ptr<GatedDeltaNet> attn;
+  std::shared_ptr<GatedMLP> mlp;
+};
+
+// The backbone, named "model" inside CausalLM.
+class Backbone : public Module {
+ public:
+  Backbone(const ModelConfig& cfg, const InitContext& ctx);
+  std::shared_ptr<Embedding> embeddings;
+  std::vector<std::shared_ptr<Block>> layers;
+  std::shared_ptr<RMSNorm> norm;
+};
+
+class CausalLM : public Module {
+ public:
+  // Parameters are created on ctx.device in ctx.dtype, initialised from ctx.gen.
+  CausalLM(const ModelConfig& cfg, const InitContext& ctx);
+
+  // Final normed hidden states [B, T, d] of ids [B, T] (int32/int64), in compute_dtype.
+  Tensor hidden(const Tensor& ids) const;
+  // Logits [B, T, vocab] (compute dtype).
+  Tensor logits(const Tensor& ids) const;
+  // Mean next-token cross-entropy of logits(ids) against targets [B, T] (ignore_index -100).
+  Tensor loss(const Tensor& ids, const Tensor& targets) const;
+  // Logits of the last position given a recurrent state per layer (generation).
+  Tensor step(const Tensor& ids, std::vector<LayerState>& states) const;
+  const Tensor& lm_head_weight() const;
+
+  ModelConfig cfg;
+  DType compute_dtype = DType::float32;  // activations; parameters stay in their own dtype
+  std::shared_ptr<Backbone> model;
+  std::shared_ptr<Linear> lm_head;  // null when tied
+};
+
+}  // namespace gdn::nn

@@ -1,0 +1,65 @@
+// Module: a node of the model tree with named parameters and submodules. Names are
+// hierarchical ("model.layers.0.attn.q_proj.weight", fla's and Hugging Face's), parameters are
+// leaf tensors allocated under MemCategory::param. Each module's forward runs inside a
+// ScopeGuard of its name so autograd nodes (and memory reports) know which layer made them.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/autograd/node.h"
+#include "src/core/tensor.h"
+
+namespace gdn::nn {
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Parameters of this module and all below it, in registration order, with full names.
+  std::vector<NamedTensor> named_parameters(const std::string& prefix = "") const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+  // The slot of a parameter by full name (to load weights into); null if absent.
+  Tensor* find_parameter(const std::string& full_name);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+  const std::string& name() const { return name_; }
+
+ protected:
+  // `slot` must live as long as the module (a member); the tensor becomes a leaf that
+  // requires grad.
+  void register_parameter(const std::string& name, Tensor* slot);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    m->name_ = name;
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
+  std::string name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor*>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// Opens the module's name scope for the duration of a forward.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const Module& m) : guard_(m.name()) {}
+
+ private:
+  autograd::ScopeGuard guard_;
+};
+
+}  // namespace gdn::nn

@@ -1,0 +1,66 @@
+// AdamW: validates the hyper-parameters, allocates both moments per parameter, and dispatches
+// the fused update to the parameter's device (none on meta).
+#include "optim/adamw.h"
+
+#include "kernels/cpu/adamw.h"
+#include "src/ops/dispatch.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/adamw.h"
+#endif
+
+namespace gdn::optim {
+
+namespace {
+// fp32 moments for fp32 parameters, fp64 for fp64 (the kernels' acc_t).
+DType moment_dtype(DType param) {
+  return param == DType::float64 ? DType::float64 : DType::float32;
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
+    : Optimizer(std::move(groups), options.lr), options_(options) {
+  GDN_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0, "AdamW: beta1 must be in [0, 1), got ",
+            options.beta1);
+  GDN_CHECK(options.beta2 >= 0.0 && options.beta2 < 1.0, "AdamW: beta2 must be in [0, 1), got ",
+            options.beta2);
+  GDN_CHECK(options.eps >= 0.0, "AdamW: eps must be >= 0, got ", options.eps);
+  for (Slot& slot : slots()) {
+    add_state(slot, "exp_avg", moment_dtype(slot.param.dtype()));
+    add_state(slot, "exp_avg_sq", moment_dtype(slot.param.dtype()));
+  }
+}
+
+void AdamW::update(Slot& slot, const Tensor& grad, double lr, double weight_decay) {
+  kern::AdamWStep s;
+  s.lr = lr;
+  s.beta1 = options_.beta1;
+  s.beta2 = options_.beta2;
+  s.eps = options_.eps;
+  s.weight_decay = weight_decay;
+  s.step = slot.step;
+  Tensor& p = slot.param;
+  Tensor& m = slot.state[0].second;  // exp_avg (added first in the constructor)
+  Tensor& v = slot.state[1].second;  // exp_avg_sq
+  const Device dev = p.device();
+  const int64_t n = p.numel();
+  switch (p.dtype()) {
+    case DType::float32:
+      GDN_RUN_ON_DEVICE(dev, "AdamW",
+                        cpu::adamw_step(p.data<float>(), grad.data<float>(), m.data<float>(),
+                                        v.data<float>(), n, s),
+                        cuda::adamw_step(p.data<float>(), grad.data<float>(), m.data<float>(),
+                                         v.data<float>(), n, s, ops::detail::stream_of(dev)));
+      break;
+    case DType::float64:
+      GDN_RUN_ON_DEVICE(dev, "AdamW",
+                        cpu::adamw_step(p.data<double>(), grad.data<double>(), m.data<double>(),
+                                        v.data<double>(), n, s),
+                        cuda::adamw_step(p.data<double>(), grad.data<double>(), m.data<double>(),
+                                         v.data<double>(), n, s, ops::detail::stream_of(dev)));
+      break;
+    default:
+      GDN_FAIL("AdamW: parameter '", slot.name, "' has dtype ", dtype_name(p.dtype()));
+  }
+}
+
+}  // namespace gdn::optim

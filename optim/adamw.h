@@ -1,0 +1,34 @@
+// AdamW (Loshchilov & Hutter), exactly as torch.optim.AdamW with amsgrad off: decoupled weight
+// decay p -= lr*wd*p, then the bias-corrected Adam step
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) +
+//   eps)
+// with t the parameter's own update count. One fused kernel per parameter tensor
+// (kernels/{cpu,cuda}/adamw). Moments exp_avg and exp_avg_sq are fp32 for fp32 parameters
+// (fp64 for fp64 ones, used by the tests), allocated at construction under MemCategory::optim:
+// 8 bytes per fp32 parameter element.
+#pragma once
+#include "optim/optimizer.h"
+
+namespace gdn::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = {});
+  const char* name() const override { return "AdamW"; }
+  const AdamWOptions& options() const { return options_; }
+
+ protected:
+  void update(Slot& slot, const Tensor& grad, double lr, double weight_decay) override;
+
+ private:
+  AdamWOptions options_;
+};
+
+}  // namespace gdn::optim

@@ -1,0 +1,288 @@
+// `gdn bench`: times the gated-delta-rule implementations over a sweep of shapes and dtypes
+// and writes the seed's JSON schema (shared/reference/seed-bench-rtx3090-jax.json): per result
+// median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of every
+// gradient against the fp64 recurrent reference, GFLOP/s by DESIGN.md's count and the fraction
+// of the device's measured peak.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "src/autograd/node.h"
+#include "src/cli/bench_util.h"
+#include "src/cli/commands.h"
+#include "src/ops/gated_delta_rule.h"
+#include "src/ops/ops.h"
+
+namespace gdn::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct BenchArgs {
+  std::vector<std::string> impls{"recurrent", "chunked", "fused", "ssd"};
+  std::vector<std::string> modes{"fwd", "fwd_bwd"};
+  std::vector<std::string> dtypes{"float32"};
+  std::vector<int64_t> seqs{2048}, dims{64};
+  std::vector<int> chunks{64};
+  int64_t batch = 1, heads = 4;
+  int repeats = 5;
+  double min_sample_ms = 20;
+  std::string device = "cpu", out, preset;
+  bool no_reference = false;
+};
+
+struct Case {
+  int64_t B, H, T, D;
+  DType dtype;
+  int chunk;
+};
+
+// Inputs as the layer produces them: k L2-normalised, beta in (0, 1), g <= 0 (log decay).
+struct CaseInputs {
+  Tensor q, k, v, g, beta, d_o;  // fp64 on the CPU, already rounded to the case dtype
+};
+
+CaseInputs make_inputs(const Case& c) {
+  Generator gen(1000 + uint64_t(c.T) * 7 + uint64_t(c.D));
+  auto round = [&](const Tensor& t) { return ops::cast(ops::cast(t, c.dtype), DType::float64); };
+  const Shape qk{c.B, c.T, c.H, c.D}, gb{c.B, c.T, c.H};
+  CaseInputs in;
+  in.q = round(ops::randn(qk, DType::float64, Device::cpu(), &gen));
+  in.k = round(ops::l2_norm(ops::randn(qk, DType::float64, Device::cpu(), &gen)));
+  in.v = round(ops::randn(qk, DType::float64, Device::cpu(), &gen));
+  in.g = round(ops::mul(
+      ops::log(ops::sigmoid(ops::add(ops::randn(gb, DType::float64, Device::cpu(), &gen), 4.0))),
+      1.0));
+  in.beta = round(ops::sigmoid(ops::randn(gb, DType::float64, Device::cpu(), &gen)));
+  in.d_o = round(ops::randn(qk, DType::float64, Device::cpu(), &gen));
+  return in;
+}
+
+struct Reference {
+  std::vector<double> o, dq, dk, dv, dg, dbeta;
+};
+
+Reference reference(const CaseInputs& in, bool ssd, int chunk) {
+  std::vector<Tensor> x{in.q.detach(), in.k.detach(), in.v.detach(), in.g.detach(),
+                        in.beta.detach()};
+  for (auto& t : x) t.set_requires_grad(true);
+  ops::GdrOptions opt;
+  opt.impl = ssd ? gdr::Impl::ssd : gdr::Impl::recurrent;
+  opt.chunk_size = chunk;
+  auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], ssd ? Tensor() : x[4], opt);
+  r.o.backward(in.d_o);
+  Reference ref;
+  ref.o = r.o.to_vector();
+  ref.dq = x[0].grad().to_vector();
+  ref.dk = x[1].grad().to_vector();
+  ref.dv = x[2].grad().to_vector();
+  ref.dg = x[3].grad().to_vector();
+  if (!ssd) ref.dbeta = x[4].grad().to_vector();
+  return ref;
+}
+
+json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
+              const std::string& mode, const CaseInputs& in64, const Reference* ref,
+              const DevicePeak& peak) {
+  const Device dev = parse_device(a.device);
+  const bool fwd_bwd = mode == "fwd_bwd";
+  ops::GdrOptions opt;
+  std::string impl = impl_name;
+  if (impl == "chunked_fat") {
+    opt.residual = gdr::Residual::full;
+    impl = "chunked";
+  }
+  opt.impl = gdr::parse_impl(impl);
+  opt.chunk_size = c.chunk;
+  const bool ssd = opt.impl == gdr::Impl::ssd;
+
+  auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), dev); };
+  Tensor q = to_case(in64.q), k = to_case(in64.k), v = to_case(in64.v), g = to_case(in64.g);
+  Tensor beta = ssd ? Tensor() : to_case(in64.beta), d_o = to_case(in64.d_o);
+  const int64_t inputs_bytes = int64_t(q.nbytes() + k.nbytes() + v.nbytes() + g.nbytes() +
+                                       (beta.defined() ? beta.nbytes() : 0));
+
+  int64_t residual_bytes = 0, temp_peak = 0, total_peak = 0;
+  Tensor dq, dk, dv, dg, dbeta, o;
+  auto once = [&](bool measure) {
+    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
+                          beta.defined() ? beta.detach() : Tensor()};
+    MemoryStats before;
+    if (measure) {
+      reset_peak_memory(dev);
+      before = memory_stats(dev);
+    }
+    if (!fwd_bwd) {
+      autograd::NoGradGuard ng;
+      o = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o;
+    } else {
+      for (auto& t : x)
+        if (t.defined()) t.set_requires_grad(true);
+      auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
+      if (measure) residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
+      r.o.backward(d_o);
+      o = r.o.detach();
+      dq = x[0].grad(), dk = x[1].grad(), dv = x[2].grad(), dg = x[3].grad();
+      if (x[4].defined()) dbeta = x[4].grad();
+    }
+    device_synchronize(dev);
+    if (measure) {
+      MemoryStats s = memory_stats(dev);
+      total_peak = s.peak;
+      // Scratch beyond what was live before, the outputs and the gradients.
+      temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
+                  before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
+    }
+  };
+  once(true);  // warm-up, correctness and memory
+  json r = {{"impl", impl_name},
+            {"mode", mode},
+            {"batch", c.B},
+            {"heads", c.H},
+            {"seq", c.T},
+            {"dk", c.D},
+            {"dv", c.D},
+            {"dtype", dtype_name(c.dtype)},
+            {"chunk_size", c.chunk},
+            {"device", dev.str()}};
+  Timing t = time_it([&] { once(false); }, a.repeats, a.min_sample_ms);
+  r["inner"] = t.inner;
+  r["median_ms"] = t.median_ms;
+  r["q1_ms"] = t.q1_ms;
+  r["q3_ms"] = t.q3_ms;
+  const double mb = 1.0 / (1024.0 * 1024.0);
+  r["temp_mb"] = double(temp_peak) * mb;
+  r["residual_mb"] = double(residual_bytes) * mb;
+  r["peak_mb"] = double(total_peak) * mb;
+  r["inputs_mb"] = double(inputs_bytes) * mb;
+  gdr::Problem p = ops::gdr_problem(q, k, v, g, beta, opt, Tensor());
+  const double flops = gdr::forward_flops(p) + (fwd_bwd ? gdr::backward_flops(p) : 0.0);
+  r["gflops"] = flops / (t.median_ms * 1e-3) * 1e-9;
+  if (peak.gflops > 0) {
+    r["peak_gflops"] = peak.gflops;
+    r["frac_peak"] = double(r["gflops"]) / peak.gflops;
+  }
+  if (ref) {
+    r["rel_err"] = rel_err(o.to_vector(), ref->o);
+    if (fwd_bwd) {
+      json e = {{"q", rel_err(dq.to_vector(), ref->dq)},
+                {"k", rel_err(dk.to_vector(), ref->dk)},
+                {"v", rel_err(dv.to_vector(), ref->dv)},
+                {"log_alpha", rel_err(dg.to_vector(), ref->dg)}};
+      if (!ssd) e["beta"] = rel_err(dbeta.to_vector(), ref->dbeta);
+      r["rel_err_grads"] = e;
+    }
+  }
+  return r;
+}
+
+void apply_preset(BenchArgs& a) {
+  if (a.preset.empty()) return;
+  GDN_CHECK(a.preset == "seed", "unknown --preset '", a.preset, "' (known: seed)");
+  // The seed's sweep: B=4 H=8, T 512/2048/8192, K=V 64/128, bf16 and fp32, C=64, 5 repeats.
+  a.batch = 4;
+  a.heads = 8;
+  a.seqs = {512, 2048, 8192};
+  a.dims = {64, 128};
+  a.dtypes = {"bfloat16", "float32"};
+  a.chunks = {64};
+  a.repeats = 5;
+  a.impls = {"recurrent", "chunked", "chunked_fat", "fused", "ssd"};
+}
+
+void run(BenchArgs a) {
+  apply_preset(a);
+  const Device dev = parse_device(a.device);
+  DevicePeak peak = measure_peak(dev);
+  std::vector<Case> cases;
+  for (const auto& dts : a.dtypes)
+    for (int64_t T : a.seqs)
+      for (int64_t D : a.dims)
+        for (int C : a.chunks) cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C});
+  json results = json::array();
+  const size_t total = cases.size() * a.impls.size() * a.modes.size();
+  size_t done = 0;
+  for (const Case& c : cases) {
+    CaseInputs in = make_inputs(c);
+    std::unique_ptr<Reference> ref_gdr, ref_ssd;
+    if (!a.no_reference) {
+      bool need_ssd = std::count(a.impls.begin(), a.impls.end(), "ssd") > 0;
+      bool need_gdr = a.impls.size() > (need_ssd ? 1u : 0u);
+      std::fprintf(stderr, "\r[%zu/%zu] fp64 reference B=%lld H=%lld T=%lld D=%lld...      ", done,
+                   total, (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D);
+      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c.chunk));
+      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c.chunk));
+    }
+    for (const auto& impl : a.impls)
+      for (const auto& mode : a.modes) {
+        ++done;
+        std::fprintf(stderr, "\r[%zu/%zu] %s %s B=%lld H=%lld T=%lld D=%lld %s C=%d           ",
+                     done, total, impl.c_str(), mode.c_str(), (long long)c.B, (long long)c.H,
+                     (long long)c.T, (long long)c.D, dtype_name(c.dtype), c.chunk);
+        const Reference* ref = impl == "ssd" ? ref_ssd.get() : ref_gdr.get();
+        json r;
+        try {
+          r = run_case(a, c, impl, mode, in, ref, peak);
+        } catch (const std::exception& e) {
+          r = {{"impl", impl},
+               {"mode", mode},
+               {"batch", c.B},
+               {"heads", c.H},
+               {"seq", c.T},
+               {"dk", c.D},
+               {"dv", c.D},
+               {"dtype", dtype_name(c.dtype)},
+               {"chunk_size", c.chunk},
+               {"error", e.what()}};
+        }
+        results.push_back(r);
+      }
+  }
+  std::fprintf(stderr, "\r%-100s\r", "");
+  json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
+                 {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
+                 {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
+                 {"repeats", a.repeats}};
+  json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", results}};
+  std::fputs(format_table(results).c_str(), stdout);
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    GDN_CHECK(f, "cannot write ", a.out);
+    f << doc.dump(1) << "\n";
+    std::printf("wrote %s\n", a.out.c_str());
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Benchmark the gated-delta-rule kernels (seed schema)");
+  cmd->add_option("--impls", a->impls, "recurrent,chunked,chunked_fat,fused,ssd")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch", a->batch, "batch size B")->capture_default_str();
+  cmd->add_option("--heads", a->heads, "heads H (= HV)")->capture_default_str();
+  cmd->add_option("--seq", a->seqs, "sequence lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--dims", a->dims, "head dims (K = V)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--dtypes", a->dtypes, "float32,bfloat16,float64")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--chunk-sizes", a->chunks, "16,32,64")->delimiter(',')->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed samples per result")->capture_default_str();
+  cmd->add_option("--min-sample-ms", a->min_sample_ms,
+                  "inner iterations per sample reach at least this time")
+      ->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--out", a->out, "write the JSON here");
+  cmd->add_option("--preset", a->preset, "seed: the seed benchmark's exact sweep");
+  cmd->add_flag("--no-reference", a->no_reference, "skip the fp64 reference (no rel_err)");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace gdn::cli

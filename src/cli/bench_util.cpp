@@ -1,0 +1,141 @@
+// Benchmark helpers.
+#include "src/cli/bench_util.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "kernels/cpu/gemm.h"
+#include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "src/core/cuda/cuda_context.h"
+#endif
+
+namespace gdn::cli {
+
+namespace {
+double now_ms() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = size_t(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+}  // namespace
+
+Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms) {
+  Timing t;
+  double t0 = now_ms();
+  fn();
+  double one = std::max(now_ms() - t0, 1e-3);
+  t.inner = std::max(1, int(std::ceil(min_sample_ms / one)));
+  std::vector<double> samples;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    double s = now_ms();
+    for (int i = 0; i < t.inner; ++i) fn();
+    samples.push_back((now_ms() - s) / t.inner);
+  }
+  t.median_ms = quantile(samples, 0.5);
+  t.q1_ms = quantile(samples, 0.25);
+  t.q3_ms = quantile(samples, 0.75);
+  return t;
+}
+
+DevicePeak measure_peak(Device dev) {
+  DevicePeak p;
+  if (!dev.is_cpu()) return p;  // CUDA peaks come from the device tables (CUDA backend)
+  const int64_t n = 1024;
+  std::vector<float> a(size_t(n * n), 1.0f), b(size_t(n * n), 0.5f), c(size_t(n * n));
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    double s = now_ms();
+    cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, now_ms() - s);
+  }
+  p.gflops = 2.0 * double(n) * double(n) * double(n) / (best * 1e-3) * 1e-9;
+  p.how = "best of 5 cblas_sgemm 1024^3 with " + std::to_string(cpu::num_threads()) + " threads";
+  return p;
+}
+
+void device_synchronize(Device dev) {
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda()) cuda::synchronize(dev.index);
+#else
+  (void)dev;
+#endif
+}
+
+nlohmann::json device_info(Device dev, const DevicePeak& peak) {
+  nlohmann::json d = {{"backend", dev.is_cuda() ? "gpu" : "cpu"},
+                      {"devices", {dev.str()}},
+                      {"framework", "gdn 0.1.0"}};
+  if (dev.is_cpu()) {
+    d["cpu"] = cpu_model();
+    d["threads"] = cpu::num_threads();
+  }
+  if (peak.gflops > 0) {
+    d["peak_gflops_fp32"] = peak.gflops;
+    d["peak_how"] = peak.how;
+  }
+  return d;
+}
+
+double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size() && i < ref.size(); ++i) {
+    num = std::max(num, std::abs(x[i] - ref[i]));
+    den = std::max(den, std::abs(ref[i]));
+    if (!std::isfinite(x[i])) num = INFINITY;
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::string format_table(const nlohmann::json& results) {
+  std::string out;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%-12s %-8s %3s %3s %6s %4s %-9s %10s %9s %7s %10s %9s %9s %9s\n", "impl", "mode",
+                "B", "H", "T", "D", "dtype", "median_ms", "GFLOP/s", "%peak", "resid_MB", "peak_MB",
+                "rel_err", "grad_err");
+  out += line;
+  for (const auto& r : results) {
+    if (r.contains("error")) {
+      std::snprintf(line, sizeof line, "%-12s %-8s %3lld %3lld %6lld %4lld %-9s  error: %.120s\n",
+                    r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
+                    (long long)r["batch"], (long long)r["heads"], (long long)r["seq"],
+                    (long long)r["dk"], r["dtype"].get<std::string>().c_str(),
+                    r["error"].get<std::string>().c_str());
+      out += line;
+      continue;
+    }
+    double grad_err = 0;
+    if (r.contains("rel_err_grads"))
+      for (const auto& [k, v] : r["rel_err_grads"].items())
+        grad_err = std::max(grad_err, double(v));
+    std::snprintf(
+        line, sizeof line,
+        "%-12s %-8s %3lld %3lld %6lld %4lld %-9s %10.3f %9.2f %6.1f%% %10.2f %9.1f %9.2e %9.2e\n",
+        r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
+        (long long)r["batch"], (long long)r["heads"], (long long)r["seq"], (long long)r["dk"],
+        r["dtype"].get<std::string>().c_str(), double(r["median_ms"]), double(r["gflops"]),
+        r.contains("frac_peak") ? 100.0 * double(r["frac_peak"]) : 0.0, double(r["residual_mb"]),
+        double(r["peak_mb"]), r.contains("rel_err") ? double(r["rel_err"]) : 0.0, grad_err);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace gdn::cli

@@ -1,0 +1,32 @@
+// Benchmark helpers: timing with inner iterations and quartiles, the device's measured peak
+// (CPU: this machine's sgemm), device facts for the JSON, and the result table.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "src/core/device.h"
+
+namespace gdn::cli {
+
+struct Timing {
+  int inner = 1;
+  double median_ms = 0, q1_ms = 0, q3_ms = 0;
+};
+// Runs fn `inner` times per sample (inner chosen so a sample takes >= min_sample_ms), for
+// `repeats` samples; per-call milliseconds.
+Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms);
+
+struct DevicePeak {
+  double gflops = 0;  // fp32 GEMM GFLOP/s measured on this device (0 if unknown)
+  std::string how;
+};
+DevicePeak measure_peak(Device dev);
+void device_synchronize(Device dev);
+nlohmann::json device_info(Device dev, const DevicePeak& peak);
+
+double rel_err(const std::vector<double>& x, const std::vector<double>& ref);
+std::string format_table(const nlohmann::json& results);
+
+}  // namespace gdn::cli

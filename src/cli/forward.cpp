@@ -1,0 +1,100 @@
+// `gdn forward CONFIG.yaml --tokens TOKENS.npy`: one forward (and, with --grads, backward) of
+// the model on [B, T+1] tokens; prints {"loss", "tokens", "params"} as one JSON line. This is
+// how a user checks gdn against their own PyTorch/fla model: same config.json and weights,
+// same tokens, compare loss, logits and gradients.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "src/cli/commands.h"
+#include "src/io/npy.h"
+#include "src/io/safetensors.h"
+#include "src/ops/ops.h"
+#include "src/train/model_io.h"
+#include "src/train/run_config.h"
+
+namespace gdn::cli {
+
+namespace {
+
+struct ForwardArgs {
+  std::string config, tokens, weights, save_weights, grads, logits;
+  std::string dtype = "float32", device = "cpu";
+  std::vector<std::string> sets;
+};
+
+void run(const ForwardArgs& a) {
+  train::RunConfig cfg = train::load_run_config(a.config, a.sets);
+  const Device dev = parse_device(a.device);
+  const DType compute = parse_dtype(a.dtype);
+  GDN_CHECK(compute == DType::float32 || compute == DType::float64 || compute == DType::bfloat16,
+            "--dtype must be float32, float64 or bfloat16, got ", a.dtype);
+  Tensor tokens = io::load_npy(a.tokens);
+  GDN_CHECK(tokens.dtype() == DType::int32 || tokens.dtype() == DType::int64, a.tokens,
+            ": tokens must be int32 or int64, got ", dtype_name(tokens.dtype()));
+  GDN_CHECK(tokens.dim() == 2 && tokens.size(1) >= 2, a.tokens, ": tokens must be [B, T+1], got ",
+            shape_str(tokens.shape()));
+  for (double t : tokens.to_vector())
+    GDN_CHECK(t >= 0 && t < double(cfg.model.vocab_size), a.tokens, ": token ", t,
+              " is outside the vocabulary [0, ", cfg.model.vocab_size, ")");
+
+  Generator gen(uint64_t(cfg.train.seed));
+  nn::InitContext ctx;
+  ctx.device = dev;
+  ctx.dtype = compute == DType::float64 ? DType::float64 : DType::float32;  // fp32 masters
+  ctx.gen = &gen;
+  nn::CausalLM model(cfg.model, ctx);
+  model.compute_dtype = compute;
+  if (!a.weights.empty()) train::load_weights(a.weights, model);
+  if (!a.save_weights.empty()) train::save_pretrained(a.save_weights, model);
+
+  tokens = ops::to_device(tokens, dev);
+  const int64_t T = tokens.size(1) - 1;
+  Tensor inputs = ops::contiguous(ops::slice(tokens, 1, 0, T));
+  Tensor targets = ops::contiguous(ops::slice(tokens, 1, 1, T + 1));
+  const bool want_grads = !a.grads.empty();
+  Tensor loss, logits;
+  {
+    // Record the graph only when gradients are asked for.
+    std::unique_ptr<autograd::NoGradGuard> no_grad;
+    if (!want_grads) no_grad = std::make_unique<autograd::NoGradGuard>();
+    logits = model.logits(inputs);
+    Tensor flat = ops::reshape(logits, {-1, cfg.model.vocab_size});
+    if (flat.dtype() == DType::bfloat16) flat = ops::cast(flat, DType::float32);
+    loss = ops::cross_entropy(flat, ops::reshape(targets, {-1}), -100);
+    if (want_grads) loss.backward();
+  }
+  nlohmann::json out = {
+      {"loss", loss.item()}, {"tokens", inputs.numel()}, {"params", model.num_parameters()}};
+  std::printf("%s\n", out.dump().c_str());
+  if (want_grads) {
+    io::NamedTensors grads;
+    for (auto& [name, p] : model.named_parameters())
+      grads.emplace_back(name, p.grad().defined() ? p.grad() : ops::zeros_like(p));
+    io::save_safetensors(a.grads, grads, {{"format", "pt"}});
+  }
+  if (!a.logits.empty()) io::save_npy(a.logits, logits);
+}
+
+}  // namespace
+
+void add_forward_command(CLI::App& app) {
+  auto a = std::make_shared<ForwardArgs>();
+  auto* cmd = app.add_subcommand("forward", "One forward (and backward) of the model on tokens");
+  cmd->add_option("config", a->config, "YAML config (a model: section is enough)")->required();
+  cmd->add_option("--tokens", a->tokens,
+                  "int32/int64 .npy [B, T+1]: inputs [:, :-1], targets [:, 1:]")
+      ->required();
+  cmd->add_option("--weights", a->weights,
+                  "checkpoint directory to load (config.json + model.safetensors)");
+  cmd->add_option("--save-weights", a->save_weights, "write the (initial or loaded) weights here");
+  cmd->add_option("--grads", a->grads, "write d loss / d parameter as safetensors");
+  cmd->add_option("--logits", a->logits, "write the logits [B, T, V] as .npy");
+  cmd->add_option("--dtype", a->dtype, "float32, float64 or bfloat16 activations")
+      ->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--set", a->sets, "override a config key: --set model.num_hidden_layers=2");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace gdn::cli

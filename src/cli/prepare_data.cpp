@@ -1,0 +1,54 @@
+// `gdn prepare-data`: text files -> tokenizer + train/val token shards + meta.json (the work is
+// gdn::data::prepare_data; this file maps flags onto PrepareOptions and prints the summary).
+#include <cstdio>
+
+#include "src/cli/commands.h"
+#include "src/data/prepare.h"
+
+namespace gdn::cli {
+
+void add_prepare_data_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "prepare-data",
+      "tokenize text files into train/val token shards (default corpus: the Python standard "
+      "library sources)");
+  auto o = std::make_shared<data::PrepareOptions>();
+  auto no_eos = std::make_shared<bool>(false);
+  auto no_byte_fallback = std::make_shared<bool>(false);
+  cmd->add_option("--input", o->inputs,
+                  "files, directories or glob patterns (quote them); default: the Python "
+                  "standard library (/usr/lib/python3.X)");
+  cmd->add_option("--tokenizer", o->tokenizer, "byte or sentencepiece")
+      ->check(CLI::IsMember({"byte", "sentencepiece"}))
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", o->vocab_size,
+                  "sentencepiece: vocabulary size (default 8192); byte: 256, or 258 for bos/eos");
+  cmd->add_option("--out", o->out_dir, "output directory")->required();
+  cmd->add_option("--val-fraction", o->val_fraction,
+                  "share of the bytes for validation, by whole files (ranked by a hash of the "
+                  "path); a single file is split at a tail of its tokens")
+      ->capture_default_str();
+  cmd->add_option("--max-bytes", o->max_bytes, "read at most this much text (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--sp-model-type", o->sp_model_type, "sentencepiece model: bpe or unigram")
+      ->check(CLI::IsMember({"bpe", "unigram"}))
+      ->capture_default_str();
+  cmd->add_option("--sp-sample-bytes", o->sp_sample_bytes,
+                  "train sentencepiece on a deterministic sample of about this much text")
+      ->capture_default_str();
+  cmd->add_flag("--no-byte-fallback", *no_byte_fallback,
+                "sentencepiece: map unseen characters to <unk> instead of byte pieces");
+  cmd->add_flag("--no-eos", *no_eos, "do not append the eos token after each file");
+  cmd->add_option("--seed", o->seed, "seed of the sentencepiece training sample")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "tokenizer threads (0: all cores)")
+      ->capture_default_str();
+  cmd->callback([o, no_eos, no_byte_fallback] {
+    o->append_eos = !*no_eos;
+    o->sp_byte_fallback = !*no_byte_fallback;
+    const data::PrepareSummary s = data::prepare_data(*o);
+    std::fputs(data::format_summary(s).c_str(), stdout);
+  });
+}
+
+}  // namespace gdn::cli

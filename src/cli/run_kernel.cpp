@@ -1,0 +1,112 @@
+// `gdn run-kernel`: runs one gated-delta-rule implementation on .npy inputs (q k v g beta
+// [h0]) and writes o.npy ht.npy, and with do.npy [dht.npy] also the gradients.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "src/autograd/node.h"
+#include "src/cli/commands.h"
+#include "src/io/npy.h"
+#include "src/ops/gated_delta_rule.h"
+#include "src/ops/ops.h"
+
+namespace gdn::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor load_input(const fs::path& dir, const std::string& name, bool required) {
+  fs::path p = dir / (name + ".npy");
+  if (!fs::exists(p)) {
+    GDN_CHECK(!required, "missing input ", p.string());
+    return Tensor();
+  }
+  Tensor t = io::load_npy(p.string());
+  GDN_CHECK(t.dtype() == DType::float32 || t.dtype() == DType::float64, p.string(),
+            ": expected float32 or float64, got ", dtype_name(t.dtype()));
+  for (double x : t.to_vector())
+    GDN_CHECK(std::isfinite(x), p.string(), ": contains non-finite values");
+  return t;
+}
+
+struct RunKernelArgs {
+  std::string impl = "chunked", device = "cpu", dtype = "float32", in, out, residual = "minimal";
+  int chunk_size = 64;
+  double scale = 0;
+};
+
+void run(const RunKernelArgs& a) {
+  const Device dev = parse_device(a.device);
+  const DType dt = parse_dtype(a.dtype);
+  GDN_CHECK(dt == DType::float32 || dt == DType::bfloat16 || dt == DType::float64,
+            "--dtype must be float32, bfloat16 or float64, got ", a.dtype);
+  const DType acc = dt == DType::float64 ? DType::float64 : DType::float32;
+  const DType out_dt = dt == DType::float64 ? DType::float64 : DType::float32;
+  ops::GdrOptions opt;
+  opt.impl = gdr::parse_impl(a.impl);
+  opt.residual = gdr::parse_residual(a.residual);
+  opt.chunk_size = a.chunk_size;
+  if (a.scale != 0) opt.scale = a.scale;
+  opt.output_final_state = true;
+  const bool ssd = opt.impl == gdr::Impl::ssd;
+
+  const fs::path in(a.in), out(a.out);
+  GDN_CHECK(fs::is_directory(in), "--in ", a.in, " is not a directory");
+  auto prep = [&](const Tensor& t, DType d) {
+    return t.defined() ? ops::to_device(ops::cast(t, d), dev) : Tensor();
+  };
+  Tensor q = prep(load_input(in, "q", true), dt), k = prep(load_input(in, "k", true), dt);
+  Tensor v = prep(load_input(in, "v", true), dt), g = prep(load_input(in, "g", true), dt);
+  Tensor beta = prep(load_input(in, "beta", !ssd), dt);
+  Tensor h0 = prep(load_input(in, "h0", false), acc);
+  Tensor d_o = prep(load_input(in, "do", false), dt);
+  Tensor dht = prep(load_input(in, "dht", false), acc);
+  GDN_CHECK(d_o.defined() || !dht.defined(), "dht.npy given without do.npy");
+
+  const bool backward = d_o.defined();
+  for (Tensor* t : {&q, &k, &v, &g, &beta, &h0})
+    if (backward && t->defined()) t->set_requires_grad(true);
+  auto r = ops::gated_delta_rule(q, k, v, g, beta, opt, h0);
+  fs::create_directories(out);
+  io::save_npy((out / "o.npy").string(), ops::cast(r.o, out_dt));
+  io::save_npy((out / "ht.npy").string(), ops::cast(r.ht, out_dt));
+  if (!backward) return;
+  GDN_CHECK(d_o.shape() == r.o.shape(), "do.npy has shape ", shape_str(d_o.shape()), ", o has ",
+            shape_str(r.o.shape()));
+  std::vector<Tensor> roots{r.o}, seeds{d_o};
+  if (dht.defined()) {
+    GDN_CHECK(dht.shape() == r.ht.shape(), "dht.npy has shape ", shape_str(dht.shape()),
+              ", ht has ", shape_str(r.ht.shape()));
+    roots.push_back(r.ht);
+    seeds.push_back(dht);
+  }
+  autograd::run_backward(roots, seeds, false);
+  const std::vector<std::pair<std::string, Tensor*>> grads = {
+      {"dq", &q}, {"dk", &k}, {"dv", &v}, {"dg", &g}, {"dbeta", &beta}, {"dh0", &h0}};
+  for (const auto& [name, t] : grads) {
+    if (!t->defined()) continue;
+    Tensor gr = t->grad().defined() ? t->grad() : ops::zeros_like(*t);
+    io::save_npy((out / (name + ".npy")).string(), ops::cast(gr, out_dt));
+  }
+}
+
+}  // namespace
+
+void add_run_kernel_command(CLI::App& app) {
+  auto args = std::make_shared<RunKernelArgs>();
+  auto* cmd = app.add_subcommand(
+      "run-kernel", "Run one gated-delta-rule kernel on .npy inputs and write .npy outputs");
+  cmd->add_option("--impl", args->impl, "recurrent, chunked, fused or ssd")->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "float32, bfloat16 or float64")->capture_default_str();
+  cmd->add_option("--in", args->in, "directory with q k v g beta [h0 do dht].npy")->required();
+  cmd->add_option("--out", args->out, "directory for o ht [dq dk dv dg dbeta dh0].npy")->required();
+  cmd->add_option("--chunk-size", args->chunk_size, "chunk size: 16, 32 or 64")
+      ->capture_default_str();
+  cmd->add_option("--scale", args->scale, "query scale (default K^-1/2)");
+  cmd->add_option("--residual", args->residual, "minimal or full (chunked)")->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace gdn::cli

@@ -1,0 +1,210 @@
+// ConfigBinder and YAML helpers.
+#include "src/io/yaml_config.h"
+
+#include <algorithm>
+
+#include "src/core/error.h"
+
+namespace gdn::io {
+
+namespace {
+
+std::string where_of(const YAML::Node& n, const std::string& source) {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return source + " (from --set)";
+  return source + ":" + std::to_string(m.line + 1);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+template <typename T>
+T scalar_as(const YAML::Node& n, const std::string& path, const std::string& where,
+            const char* type) {
+  GDN_CHECK(n.IsScalar(), where, ": ", path, " must be ", type, ", got a ",
+            n.IsSequence() ? "list" : (n.IsMap() ? "mapping" : "null"));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    GDN_FAIL(where, ": ", path, " must be ", type, ", got '", n.Scalar(), "'");
+  }
+}
+
+template <typename T>
+std::vector<T> list_as(const YAML::Node& n, const std::string& path, const std::string& where,
+                       const char* type) {
+  std::vector<T> out;
+  if (n.IsScalar() && n.Scalar().find(',') != std::string::npos) {  // "a,b" from --set
+    std::string s = n.Scalar();
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t end = s.find(',', pos);
+      if (end == std::string::npos) end = s.size();
+      out.push_back(scalar_as<T>(YAML::Node(s.substr(pos, end - pos)), path, where, type));
+      pos = end + 1;
+    }
+    return out;
+  }
+  GDN_CHECK(n.IsSequence(), where, ": ", path, " must be a list of ", type);
+  for (const auto& e : n) out.push_back(scalar_as<T>(e, path, where, type));
+  return out;
+}
+
+}  // namespace
+
+#define GDN_BIND_SCALAR(T, TYPE_NAME)                                           \
+  void ConfigBinder::bind(const std::string& path, T* p) {                      \
+    fields_[path] = {[p, path](const YAML::Node& n, const std::string& where) { \
+                       *p = scalar_as<T>(n, path, where, TYPE_NAME);            \
+                     },                                                         \
+                     [p] { return YAML::Node(*p); }};                           \
+  }
+GDN_BIND_SCALAR(int64_t, "an integer")
+GDN_BIND_SCALAR(int, "an integer")
+GDN_BIND_SCALAR(double, "a number")
+GDN_BIND_SCALAR(bool, "true or false")
+GDN_BIND_SCALAR(std::string, "a string")
+
+#define GDN_BIND_LIST(T, TYPE_NAME)                                             \
+  void ConfigBinder::bind(const std::string& path, std::vector<T>* p) {         \
+    fields_[path] = {[p, path](const YAML::Node& n, const std::string& where) { \
+                       *p = list_as<T>(n, path, where, TYPE_NAME);              \
+                     },                                                         \
+                     [p] {                                                      \
+                       YAML::Node l(YAML::NodeType::Sequence);                  \
+                       for (const auto& v : *p) l.push_back(v);                 \
+                       return l;                                                \
+                     }};                                                        \
+  }
+GDN_BIND_LIST(double, "numbers")
+GDN_BIND_LIST(int64_t, "integers")
+GDN_BIND_LIST(std::string, "strings")
+
+void ConfigBinder::bind_nullable(const std::string& path, int64_t* p) {
+  fields_[path] = {[p, path](const YAML::Node& n, const std::string& where) {
+                     const bool null = n.IsNull() || (n.IsScalar() &&
+                                                      (n.Scalar() == "null" || n.Scalar() == "~"));
+                     *p = null ? 0 : scalar_as<int64_t>(n, path, where, "an integer or null");
+                   },
+                   [p] { return *p ? YAML::Node(*p) : YAML::Node(YAML::NodeType::Null); }};
+}
+
+void ConfigBinder::check_mapping(const YAML::Node& node, const std::string& prefix,
+                                 const std::string& source) const {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    auto f = fields_.find(path);
+    if (f != fields_.end()) {
+      f->second.set(it->second, where_of(it->first, source));
+      continue;
+    }
+    // A section: some bound path lies under it.
+    auto lo = fields_.lower_bound(path + ".");
+    if (lo != fields_.end() && lo->first.rfind(path + ".", 0) == 0) {
+      GDN_CHECK(it->second.IsMap() || it->second.IsNull(), where_of(it->first, source), ": ", path,
+                " must be a mapping (a section)");
+      if (it->second.IsMap()) check_mapping(it->second, path, source);
+      continue;
+    }
+    // Unknown: suggest the closest sibling.
+    std::string best;
+    size_t best_d = 4;
+    for (const auto& [p, fld] : fields_) {
+      const std::string parent = p.substr(0, p.rfind('.') == std::string::npos ? 0 : p.rfind('.'));
+      if (parent != prefix) continue;
+      const std::string leaf = p.substr(parent.empty() ? 0 : parent.size() + 1);
+      size_t d = edit_distance(key, leaf);
+      if (d < best_d) best_d = d, best = p;
+    }
+    GDN_FAIL(where_of(it->first, source), ": unknown key '", path, "'",
+             best.empty() ? std::string() : " (did you mean '" + best + "'?)");
+  }
+}
+
+void ConfigBinder::apply(const YAML::Node& root, const std::string& source) const {
+  if (!root || root.IsNull()) return;
+  GDN_CHECK(root.IsMap(), source, ": the config must be a mapping of sections");
+  check_mapping(root, "", source);
+}
+
+YAML::Node ConfigBinder::dump() const {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& [path, f] : fields_) {
+    size_t pos = 0;
+    std::vector<std::string> parts;
+    while (true) {
+      size_t dot = path.find('.', pos);
+      parts.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+    YAML::Node node = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!node[parts[i]]) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      node.reset(node[parts[i]]);  // rebind (operator= would assign into the node)
+    }
+    node[parts.back()] = f.get();
+  }
+  return root;
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    GDN_FAIL("cannot read config '", path, "'");
+  } catch (const YAML::ParserException& e) {
+    GDN_FAIL(path, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
+  }
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key.path=value");
+  const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  if (!root || !root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (true) {
+    size_t dot = path.find('.', pos);
+    parts.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  YAML::Node node = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node[parts[i]] || !node[parts[i]].IsMap())
+      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    node.reset(node[parts[i]]);
+  }
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    parsed = YAML::Node(value);
+  }
+  // Rebuild without source marks, so errors say "(from --set)" rather than a line.
+  std::function<YAML::Node(const YAML::Node&)> fresh = [&](const YAML::Node& n) -> YAML::Node {
+    if (n.IsSequence()) {
+      YAML::Node seq(YAML::NodeType::Sequence);
+      for (const auto& e : n) seq.push_back(fresh(e));
+      return seq;
+    }
+    if (n.IsNull()) return YAML::Node(YAML::NodeType::Null);
+    if (n.IsScalar()) return YAML::Node(n.Scalar());
+    return n;
+  };
+  node[parts.back()] = fresh(parsed);
+}
+
+}  // namespace gdn::io

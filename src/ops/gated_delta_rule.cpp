@@ -1,0 +1,182 @@
+// gated_delta_rule(): shape and dtype checks, allocation of outputs, residuals (saved for
+// backward, tagged activation by autograd) and workspaces (tagged workspace, freed after each
+// call), then the kernel for the device. On meta only the allocations happen.
+#include "src/ops/gated_delta_rule.h"
+
+#include <cmath>
+
+#include "src/autograd/function.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/ops.h"
+
+namespace gdn::ops {
+
+namespace {
+
+DType acc_dtype(DType d) { return d == DType::float64 ? DType::float64 : DType::float32; }
+
+#define GDN_DISPATCH_GDR(DT, ...)                                                          \
+  switch (DT) {                                                                            \
+    case DType::float32: { using scalar_t = float; __VA_ARGS__; break; }                   \
+    case DType::float64: { using scalar_t = double; __VA_ARGS__; break; }                  \
+    case DType::bfloat16: { using scalar_t = bf16; __VA_ARGS__; break; }                   \
+    default: GDN_FAIL("gated_delta_rule: inputs must be float32, bfloat16 or float64, got ", \
+                      dtype_name(DT));                                                     \
+  }
+
+Tensor workspace(int64_t elems, DType dtype, Device device) {
+  MemoryCategoryScope cat(MemCategory::workspace);
+  return empty({elems}, dtype, device);
+}
+
+class GatedDeltaRuleFn final : public autograd::Function {
+ public:
+  explicit GatedDeltaRuleFn(gdr::Problem p) : p_(p) {}
+  const char* name() const override {
+    return p_.impl == gdr::Impl::ssd ? "ssd" : "gated_delta_rule";
+  }
+
+  // inputs: q, k, v, g, beta (undefined for ssd), h0 (may be undefined)
+  std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) override {
+    const Tensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &beta = in[4], &h0 = in[5];
+    const Device dev = q.device();
+    const DType ad = acc_dtype(q.dtype());
+    Tensor o = empty({p_.B, p_.T, p_.HV, p_.V}, q.dtype(), dev);
+    Tensor ht = p_.want_ht ? empty({p_.B, p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
+    Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
+    {
+      Tensor ws = workspace(gdr::forward_workspace_elems(p_), ad, dev);
+      if (dev.is_cpu()) {
+        GDN_DISPATCH_GDR(q.dtype(), {
+          using A = acc_t<scalar_t>;
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+                                     g.data<scalar_t>(),
+                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
+                                     h0.defined() ? h0.data<A>() : nullptr};
+          gdr::ForwardOutputs<scalar_t> outs{o.data<scalar_t>(),
+                                             ht.defined() ? ht.data<A>() : nullptr,
+                                             residual.data<A>(), ws.data<A>()};
+          gdr::forward_cpu<scalar_t>(p_, args, outs);
+        });
+      } else {
+        GDN_CPU_ONLY_YET(dev, "gated_delta_rule");
+      }
+    }
+    ctx.save_for_backward({q, k, v, g, beta, h0, residual});
+    std::vector<Tensor> outs{o};
+    if (ht.defined()) outs.push_back(ht);
+    return outs;
+  }
+
+  std::vector<Tensor> backward(autograd::FunctionCtx& ctx,
+                               const std::vector<Tensor>& grads) override {
+    const auto& s = ctx.saved();
+    const Tensor &q = s[0], &k = s[1], &v = s[2], &g = s[3], &beta = s[4], &h0 = s[5],
+                 &residual = s[6];
+    const Device dev = q.device();
+    const DType dt = q.dtype(), ad = acc_dtype(dt);
+    Tensor d_o = grads[0].defined() ? contiguous(cast(grads[0], dt)) : zeros(
+                                                                          {p_.B, p_.T, p_.HV, p_.V},
+                                                                          dt, dev);
+    Tensor dht = grads.size() > 1 && grads[1].defined() ? contiguous(cast(grads[1], ad)) : Tensor();
+    Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
+    Tensor dv = empty(v.shape(), dt, dev), dg = empty(g.shape(), dt, dev);
+    Tensor dbeta = beta.defined() ? empty(beta.shape(), dt, dev) : Tensor();
+    Tensor dh0 = h0.defined() ? empty(h0.shape(), ad, dev) : Tensor();
+    {
+      Tensor ws = workspace(gdr::backward_workspace_elems(p_), ad, dev);
+      if (dev.is_cpu()) {
+        GDN_DISPATCH_GDR(dt, {
+          using A = acc_t<scalar_t>;
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+                                     g.data<scalar_t>(),
+                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
+                                     h0.defined() ? h0.data<A>() : nullptr};
+          gdr::BackwardArgs<scalar_t> b;
+          b.d_o = d_o.data<scalar_t>();
+          b.dht = dht.defined() ? dht.data<A>() : nullptr;
+          b.residual = residual.data<A>();
+          b.workspace = ws.data<A>();
+          b.dq = dq.data<scalar_t>();
+          b.dk = dk.data<scalar_t>();
+          b.dv = dv.data<scalar_t>();
+          b.dg = dg.data<scalar_t>();
+          b.dbeta = dbeta.defined() ? dbeta.data<scalar_t>() : nullptr;
+          b.dh0 = dh0.defined() ? dh0.data<A>() : nullptr;
+          gdr::backward_cpu<scalar_t>(p_, args, b);
+        });
+      } else {
+        GDN_CPU_ONLY_YET(dev, "gated_delta_rule backward");
+      }
+    }
+    return {dq, dk, dv, dg, dbeta, dh0};
+  }
+
+ private:
+  gdr::Problem p_;
+};
+
+}  // namespace
+
+gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                         const Tensor& beta, const GdrOptions& opt, const Tensor& h0) {
+  const bool ssd = opt.impl == gdr::Impl::ssd;
+  detail::common_device("gated_delta_rule", {q, k, v, g, beta, h0});
+  auto shapes = [&] {
+    return str_cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+                   shape_str(v.shape()), ", g ", shape_str(g.shape()),
+                   beta.defined() ? ", beta " + shape_str(beta.shape()) : std::string());
+  };
+  GDN_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.dim() == 4 && g.dim() == 3,
+            "gated_delta_rule expects q, k [B, T, H, K], v [B, T, HV, V], g [B, T, HV]; got ",
+            shapes());
+  gdr::Problem p;
+  p.B = q.size(0);
+  p.T = q.size(1);
+  p.H = q.size(2);
+  p.K = q.size(3);
+  p.HV = v.size(2);
+  p.V = v.size(3);
+  GDN_CHECK(v.size(0) == p.B && v.size(1) == p.T && g.shape() == Shape({p.B, p.T, p.HV}),
+            "gated_delta_rule: batch/time/head sizes differ: ", shapes());
+  GDN_CHECK(ssd || (beta.defined() && beta.shape() == g.shape()),
+            "gated_delta_rule: beta must be [B, T, HV] like g; got ", shapes());
+  for (const Tensor* t : {&k, &v, &g}) detail::check_same_dtype("gated_delta_rule", q, *t);
+  if (!ssd) detail::check_same_dtype("gated_delta_rule", q, beta);
+  p.chunk = opt.chunk_size;
+  p.impl = opt.impl;
+  p.residual = opt.residual;
+  p.scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(double(p.K));
+  p.has_h0 = h0.defined();
+  p.want_ht = opt.output_final_state;
+  if (h0.defined()) {
+    GDN_CHECK(h0.shape() == Shape({p.B, p.HV, p.K, p.V}), "gated_delta_rule: h0 ",
+              shape_str(h0.shape()), " must be [B, HV, K, V] = ",
+              shape_str({p.B, p.HV, p.K, p.V}));
+    GDN_CHECK(h0.dtype() == acc_dtype(q.dtype()), "gated_delta_rule: h0 must be ",
+              dtype_name(acc_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " inputs, got ",
+              dtype_name(h0.dtype()));
+  }
+  try {
+    gdr::validate(p);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("gated_delta_rule: ", e.what());
+  }
+  return p;
+}
+
+GdrOutput gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                           const Tensor& beta, const GdrOptions& opt, const Tensor& h0) {
+  const bool ssd = opt.impl == gdr::Impl::ssd;
+  gdr::Problem p = gdr_problem(q, k, v, g, beta, opt, h0);
+  auto fn = std::make_shared<GatedDeltaRuleFn>(p);
+  std::vector<Tensor> in{contiguous(q), contiguous(k), contiguous(v), contiguous(g),
+                         ssd ? Tensor() : contiguous(beta), h0.defined() ? contiguous(h0) : h0};
+  auto outs = autograd::apply(fn, in);
+  GdrOutput r;
+  r.o = outs[0];
+  if (p.want_ht) r.ht = outs[1];
+  return r;
+}
+
+}  // namespace gdn::ops

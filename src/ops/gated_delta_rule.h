@@ -1,0 +1,34 @@
+// The gated delta rule as a differentiable op (a custom autograd Function over the kernels of
+// kernels/gated_delta_rule.h). Layout is fla's: q, k [B, T, H, K], v [B, T, HV, V],
+// g, beta [B, T, HV], h0 [B, HV, K, V]; returns o [B, T, HV, V] and, when asked, ht.
+#pragma once
+#include <optional>
+
+#include "kernels/gated_delta_rule.h"
+#include "src/core/tensor.h"
+
+namespace gdn::ops {
+
+struct GdrOptions {
+  gdr::Impl impl = gdr::Impl::chunked;
+  int chunk_size = 64;
+  gdr::Residual residual = gdr::Residual::minimal;
+  std::optional<double> scale;  // default K^-1/2
+  bool output_final_state = false;
+};
+
+struct GdrOutput {
+  Tensor o;
+  Tensor ht;  // [B, HV, K, V] in fp32 (fp64 for fp64 inputs); undefined unless asked
+};
+
+// beta is ignored (may be undefined) for impl = ssd. h0 may be undefined.
+GdrOutput gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                           const Tensor& beta, const GdrOptions& opt = {},
+                           const Tensor& h0 = Tensor());
+
+// The kernel problem these tensors describe (validated; errors name the shapes).
+gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                         const Tensor& beta, const GdrOptions& opt, const Tensor& h0);
+
+}  // namespace gdn::ops

@@ -1,0 +1,78 @@
+// The run configuration: YAML sections `model` (fla's GatedDeltaNetConfig names), `data`,
+// `train`, `dist`, each key with a default, so a file holding only `model:` is complete.
+// Unknown keys and wrong types are errors naming the key, file and line; `--set a.b=v`
+// overrides any key.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+
+namespace gdn::train {
+
+struct DataConfig {
+  std::string task = "text";        // text | mqar (synthetic associative recall)
+  std::string dir;                  // shard directory (train.bin, val.bin, tokenizer)
+  std::vector<std::string> inputs;  // text files / globs, tokenized on the fly when dir is empty
+  std::string tokenizer = "byte";   // byte | sentencepiece (with inputs)
+  int64_t vocab_size = 0;           // sentencepiece vocabulary (0: model.vocab_size)
+  double val_fraction = 0.05;
+  int64_t seq_len = 256;
+  // MQAR: key-value pairs shown, then queried.
+  int64_t mqar_pairs = 8;
+  int64_t mqar_queries = 8;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 8;
+  int64_t grad_accum = 1;
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int64_t warmup_steps = 100;
+  std::string schedule = "cosine";  // cosine | linear | constant
+  double weight_decay = 0.1;
+  std::vector<double> betas{0.9, 0.95};
+  double eps = 1e-8;
+  double momentum = 0.9;          // sgd
+  double clip_grad_norm = 1.0;    // 0 disables
+  std::string dtype = "float32";  // float32 | bfloat16 (fp32 master weights)
+  int64_t seed = 0;
+  int64_t eval_every = 200;
+  int64_t eval_batches = 20;
+  int64_t save_every = 500;
+  int64_t log_every = 10;
+  int64_t keep_checkpoints = 2;
+  std::string out_dir = "runs/default";
+  std::string device = "auto";         // auto | cpu | cuda | cuda:N
+  std::string on_nonfinite = "stop";   // stop | skip
+  std::string checkpointing = "none";  // none | block | kernel (activation recompute)
+  bool decay_embeddings = true;
+};
+
+struct DistConfig {
+  std::string backend = "auto";  // auto | mpi | nccl
+  bool zero1 = false;            // shard optimizer state across ranks
+  int64_t bucket_mb = 25;        // gradient all-reduce bucket size
+  double timeout_s = 300;
+};
+
+struct RunConfig {
+  nn::ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  DistConfig dist;
+  std::string source;  // file it came from
+
+  void validate() const;
+  std::string to_yaml() const;  // the resolved config
+};
+
+// Loads `path` and applies the overrides ("train.steps=100"); validates.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same from YAML text (tests).
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
+                           const std::vector<std::string>& overrides = {});
+
+}  // namespace gdn::train

@@ -1,0 +1,503 @@
+// Tests of the CPU gated delta rule kernels (kernels/gated_delta_rule.h): fp64 finite differences
+// of the recurrent reference (and of a plain ssd recurrence written here), every implementation,
+// dtype and chunk size against the fp64 reference (forward o, ht and every gradient), edge cases,
+// realistic and strongly decaying inputs, determinism, sizes and validation.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/gated_delta_rule.h"
+
+namespace gdn::gdr {
+namespace {
+
+using Vec = std::vector<double>;
+
+// Inputs and upstream gradients of one problem, in fp64.
+struct Data {
+  Vec q, k, v, g, beta, h0, d_o, dht;
+};
+// Everything a forward + backward produces, in fp64.
+struct Result {
+  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
+};
+
+enum class Gates { realistic, no_decay, strong_decay, beta_zero, beta_one };
+
+double softplus(double x) {
+  return x > 20 ? x : std::log1p(std::exp(x));
+}
+
+// As the model produces them: k L2-normalised per head, beta = sigmoid, g = -softplus * 0.1.
+Data make_data(const Problem& p, Gates gates, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n01(0, 1);
+  auto normal = [&](int64_t n, double std) {
+    Vec x(n);
+    for (auto& e : x) e = std * n01(rng);
+    return x;
+  };
+  Data d;
+  d.q = normal(p.B * p.T * p.H * p.K, 1);
+  d.k = normal(p.B * p.T * p.H * p.K, 1);
+  for (int64_t r = 0; r < p.B * p.T * p.H; ++r) {
+    double ss = 1e-6;
+    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
+    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
+  }
+  d.v = normal(p.B * p.T * p.HV * p.V, 1);
+  const int64_t ng = p.B * p.T * p.HV;
+  d.g.resize(ng);
+  d.beta.resize(ng);
+  for (int64_t i = 0; i < ng; ++i) {
+    d.g[i] = -0.1 * softplus(n01(rng));
+    d.beta[i] = 1 / (1 + std::exp(-n01(rng)));
+    if (gates == Gates::no_decay) d.g[i] = 0;
+    if (gates == Gates::strong_decay) d.g[i] = -5 - std::abs(n01(rng));
+    if (gates == Gates::beta_zero) d.beta[i] = 0;
+    if (gates == Gates::beta_one) d.beta[i] = 1;
+  }
+  d.h0 = normal(p.B * p.HV * p.K * p.V, 0.5);
+  d.d_o = normal(p.B * p.T * p.HV * p.V, 1);
+  d.dht = normal(p.B * p.HV * p.K * p.V, 1);
+  return d;
+}
+
+template <typename T>
+std::vector<T> cast(const Vec& x) {
+  std::vector<T> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = from_acc<T>(acc_t<T>(x[i]));
+  return y;
+}
+template <typename T>
+Vec to_double(const std::vector<T>& x) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(x[i]));
+  return y;
+}
+// The values a T-typed (input) / acc-typed (state) run actually sees.
+template <typename T>
+Data round_to(const Data& d) {
+  using A = acc_t<T>;
+  Data r;
+  r.q = to_double(cast<T>(d.q));
+  r.k = to_double(cast<T>(d.k));
+  r.v = to_double(cast<T>(d.v));
+  r.g = to_double(cast<T>(d.g));
+  r.beta = to_double(cast<T>(d.beta));
+  r.d_o = to_double(cast<T>(d.d_o));
+  r.h0 = to_double(cast<A>(d.h0));
+  r.dht = to_double(cast<A>(d.dht));
+  return r;
+}
+
+// Forward (and backward when `backward`) through the public API, inputs cast to T.
+template <typename T>
+Result run(const Problem& p, const Data& d, bool backward = true) {
+  using A = acc_t<T>;
+  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
+             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
+  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
+  std::vector<T> o(p.B * p.T * p.HV * p.V);
+  std::vector<A> ht(p.B * p.HV * p.K * p.V), residual(residual_elems(p)),
+      fws(forward_workspace_elems(p)), bws(backward_workspace_elems(p));
+  Inputs<T> in{q.data(),
+               k.data(),
+               v.data(),
+               g.data(),
+               p.impl == Impl::ssd ? nullptr : beta.data(),
+               p.has_h0 ? h0.data() : nullptr};
+  forward_cpu(
+      p, in,
+      ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data(), fws.data()});
+  Result r;
+  r.o = to_double(o);
+  if (p.want_ht) r.ht = to_double(ht);
+  if (!backward) return r;
+  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
+  std::vector<A> dh0(h0.size());
+  backward_cpu(p, in,
+               BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(),
+                               bws.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
+                               p.has_h0 ? dh0.data() : nullptr});
+  r.dq = to_double(dq);
+  r.dk = to_double(dk);
+  r.dv = to_double(dv);
+  r.dg = to_double(dg);
+  r.dbeta = to_double(dbeta);
+  if (p.has_h0) r.dh0 = to_double(dh0);
+  return r;
+}
+
+// The ssd baseline as a plain fp64 recurrence, forward and backward (all states kept; small T):
+//   S_t = exp(g_t) S_{t-1} + k_t v_t^T;  o_t = S_t^T (scale q_t)
+Result ssd_reference(const Problem& p, const Data& d, bool backward = true) {
+  const int64_t K = p.K, V = p.V, KV = K * V, G = p.group();
+  Result r;
+  r.o.assign(p.B * p.T * p.HV * V, 0);
+  r.ht.assign(p.B * p.HV * KV, 0);
+  r.dq.assign(d.q.size(), 0);
+  r.dk.assign(d.k.size(), 0);
+  r.dv.assign(d.v.size(), 0);
+  r.dg.assign(d.g.size(), 0);
+  r.dbeta.assign(d.g.size(), 0);
+  r.dh0.assign(r.ht.size(), 0);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t hv = 0; hv < p.HV; ++hv) {
+      const int64_t h = hv / G, s = b * p.HV + hv;
+      auto qi = [&](int64_t t, int64_t a) { return ((b * p.T + t) * p.H + h) * K + a; };
+      auto vi = [&](int64_t t, int64_t j) { return ((b * p.T + t) * p.HV + hv) * V + j; };
+      auto gi = [&](int64_t t) { return (b * p.T + t) * p.HV + hv; };
+      std::vector<Vec> S(p.T + 1, Vec(KV, 0));
+      if (p.has_h0) std::copy(d.h0.begin() + s * KV, d.h0.begin() + (s + 1) * KV, S[0].begin());
+      for (int64_t t = 0; t < p.T; ++t) {
+        const double alpha = std::exp(d.g[gi(t)]);
+        for (int64_t a = 0; a < K; ++a)
+          for (int64_t j = 0; j < V; ++j)
+            S[t + 1][a * V + j] = alpha * S[t][a * V + j] + d.k[qi(t, a)] * d.v[vi(t, j)];
+        for (int64_t j = 0; j < V; ++j)
+          for (int64_t a = 0; a < K; ++a)
+            r.o[vi(t, j)] += S[t + 1][a * V + j] * p.scale * d.q[qi(t, a)];
+      }
+      if (p.want_ht) std::copy(S[p.T].begin(), S[p.T].end(), r.ht.begin() + s * KV);
+      if (!backward) continue;
+      Vec dS(KV, 0);
+      if (p.want_ht) std::copy(d.dht.begin() + s * KV, d.dht.begin() + (s + 1) * KV, dS.begin());
+      for (int64_t t = p.T - 1; t >= 0; --t) {
+        const double alpha = std::exp(d.g[gi(t)]);
+        double dg = 0;
+        for (int64_t a = 0; a < K; ++a)
+          for (int64_t j = 0; j < V; ++j) {
+            const int64_t x = a * V + j;
+            dS[x] += p.scale * d.q[qi(t, a)] * d.d_o[vi(t, j)];
+            r.dq[qi(t, a)] += p.scale * S[t + 1][x] * d.d_o[vi(t, j)];
+            r.dk[qi(t, a)] += dS[x] * d.v[vi(t, j)];
+            r.dv[vi(t, j)] += dS[x] * d.k[qi(t, a)];
+            dg += alpha * S[t][x] * dS[x];
+            dS[x] *= alpha;
+          }
+        r.dg[gi(t)] = dg;
+      }
+      if (p.has_h0) std::copy(dS.begin(), dS.end(), r.dh0.begin() + s * KV);
+    }
+  if (!p.want_ht) r.ht.clear();
+  if (!p.has_h0) r.dh0.clear();
+  return r;
+}
+
+double rel_err(const Vec& x, const Vec& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num = std::max(num, std::abs(x[i] - ref[i]));
+    den = std::max(den, std::abs(ref[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+void expect_close(const Result& x, const Result& ref, double tol, bool ssd = false) {
+  const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
+      {"o", {&x.o, &ref.o}},
+      {"ht", {&x.ht, &ref.ht}},
+      {"dq", {&x.dq, &ref.dq}},
+      {"dk", {&x.dk, &ref.dk}},
+      {"dv", {&x.dv, &ref.dv}},
+      {"dg", {&x.dg, &ref.dg}},
+      {"dbeta", {&x.dbeta, &ref.dbeta}},
+      {"dh0", {&x.dh0, &ref.dh0}}};
+  for (const auto& [name, pr] : fields) {
+    if (ssd && std::string(name) == "dbeta") continue;
+    ASSERT_EQ(pr.first->size(), pr.second->size()) << name;
+    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << name << " has inf/nan";
+    const double err = rel_err(*pr.first, *pr.second);
+    if (std::getenv("GDN_TEST_VERBOSE")) std::printf("    %-6s rel err %.3g\n", name, err);
+    EXPECT_LE(err, tol) << name;
+  }
+}
+
+// ---- fp64 finite differences of the references -------------------------------------------------
+
+// loss = <o, do> + <ht, dht>; every input element perturbed by +-eps.
+void check_finite_differences(Problem p,
+                              const std::function<Result(const Problem&, const Data&, bool)>& f) {
+  p.has_h0 = p.want_ht = true;
+  Data d = make_data(p, Gates::realistic, 7);
+  for (auto& x : d.g) x *= 5;  // decay strong enough to matter
+  const Result an = f(p, d, true);
+  auto loss = [&](const Data& x) {
+    Result r = f(p, x, false);
+    double l = 0;
+    for (size_t i = 0; i < r.o.size(); ++i) l += r.o[i] * x.d_o[i];
+    for (size_t i = 0; i < r.ht.size(); ++i) l += r.ht[i] * x.dht[i];
+    return l;
+  };
+  const double eps = 1e-6;
+  const std::pair<const char*, std::pair<Vec Data::*, const Vec*>> inputs[] = {
+      {"q", {&Data::q, &an.dq}}, {"k", {&Data::k, &an.dk}},          {"v", {&Data::v, &an.dv}},
+      {"g", {&Data::g, &an.dg}}, {"beta", {&Data::beta, &an.dbeta}}, {"h0", {&Data::h0, &an.dh0}}};
+  for (const auto& [name, pr] : inputs) {
+    if (p.impl == Impl::ssd && std::string(name) == "beta") continue;
+    Vec fd((d.*pr.first).size());
+    for (size_t i = 0; i < fd.size(); ++i) {
+      Data x = d;
+      (x.*pr.first)[i] = (d.*pr.first)[i] + eps;
+      const double lp = loss(x);
+      (x.*pr.first)[i] = (d.*pr.first)[i] - eps;
+      fd[i] = (lp - loss(x)) / (2 * eps);
+    }
+    if (std::getenv("GDN_TEST_VERBOSE"))
+      std::printf("    d%-5s fd rel err %.3g\n", name, rel_err(*pr.second, fd));
+    EXPECT_LE(rel_err(*pr.second, fd), 1e-7) << "d" << name;
+  }
+}
+
+Problem small(int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk, Impl impl) {
+  Problem p;
+  p.B = 1;
+  p.T = T;
+  p.H = H;
+  p.HV = HV;
+  p.K = K;
+  p.V = V;
+  p.chunk = chunk;
+  p.scale = 1 / std::sqrt(double(K));
+  p.impl = impl;
+  return p;
+}
+
+TEST(GdrFiniteDifferences, RecurrentReference) {
+  // Two chunks and a partial third; GVA; K != V.
+  check_finite_differences(small(37, 1, 2, 5, 3, 16, Impl::recurrent), run<double>);
+  check_finite_differences(small(5, 2, 2, 4, 4, 16, Impl::recurrent), run<double>);
+}
+
+TEST(GdrFiniteDifferences, SsdReferenceAndKernel) {
+  check_finite_differences(small(37, 1, 2, 5, 3, 16, Impl::ssd), ssd_reference);
+  check_finite_differences(small(37, 1, 2, 5, 3, 16, Impl::ssd), run<double>);
+}
+
+// ---- every implementation against the fp64 reference ------------------------------------------
+
+struct Variant {
+  Impl impl;
+  Residual residual;
+  const char* dtype;  // "f64", "f32", "bf16"
+  int chunk;
+};
+
+std::string variant_name(const testing::TestParamInfo<Variant>& info) {
+  const Variant& v = info.param;
+  std::string n = impl_name(v.impl);
+  if (v.impl == Impl::chunked) n += std::string("_") + residual_name(v.residual);
+  return n + "_" + v.dtype + "_C" + std::to_string(v.chunk);
+}
+
+struct Shape {
+  const char* name;
+  int64_t B, T, H, HV, K, V;
+  bool h0, dht;
+  Gates gates;
+};
+
+class GdrParity : public testing::TestWithParam<Variant> {};
+
+TEST_P(GdrParity, MatchesFp64Reference) {
+  const Variant var = GetParam();
+  const Shape shapes[] = {
+      {"gva_k_ne_v_partial", 2, 100, 2, 4, 32, 48, true, true, Gates::realistic},
+      {"t1", 1, 1, 1, 1, 16, 16, true, true, Gates::realistic},
+      {"t_lt_c_no_h0", 1, 10, 1, 2, 8, 12, false, true, Gates::realistic},
+      {"t_multiple_no_dht", 1, 128, 2, 2, 16, 16, true, false, Gates::realistic},
+      {"no_state_io", 2, 45, 1, 1, 12, 20, false, false, Gates::realistic},
+      {"no_decay", 1, 70, 1, 2, 16, 8, true, true, Gates::no_decay},
+      {"strong_decay", 1, 70, 2, 2, 16, 16, true, true, Gates::strong_decay},
+      {"beta_zero", 1, 40, 1, 1, 8, 8, true, true, Gates::beta_zero},
+      {"beta_one", 1, 80, 1, 1, 16, 16, true, true, Gates::beta_one},
+  };
+  const double tol = std::string(var.dtype) == "f64"   ? 1e-10
+                     : std::string(var.dtype) == "f32" ? 1e-5
+                                                       : 1e-2;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(s.name);
+    if (std::getenv("GDN_TEST_VERBOSE")) std::printf("  %s\n", s.name);
+    Problem p;
+    p.B = s.B;
+    p.T = s.T;
+    p.H = s.H;
+    p.HV = s.HV;
+    p.K = s.K;
+    p.V = s.V;
+    p.chunk = var.chunk;
+    p.scale = 1 / std::sqrt(double(s.K));
+    p.impl = var.impl;
+    p.residual = var.residual;
+    p.has_h0 = s.h0;
+    p.want_ht = s.dht;
+    const Data d = make_data(p, s.gates, 1234 + s.T);
+    Result got;
+    Data seen;  // the reference runs on what the kernel actually sees
+    if (std::string(var.dtype) == "f64") {
+      got = run<double>(p, d);
+      seen = d;
+    } else if (std::string(var.dtype) == "f32") {
+      got = run<float>(p, d);
+      seen = round_to<float>(d);
+    } else {
+      got = run<bf16>(p, d);
+      seen = round_to<bf16>(d);
+    }
+    Problem ref_p = p;
+    ref_p.impl = Impl::recurrent;
+    const Result ref = var.impl == Impl::ssd ? ssd_reference(p, seen) : run<double>(ref_p, seen);
+    expect_close(got, ref, tol, var.impl == Impl::ssd);
+  }
+}
+
+std::vector<Variant> all_variants() {
+  std::vector<Variant> out;
+  for (const char* dt : {"f64", "f32", "bf16"})
+    for (int c : {16, 32, 64}) {
+      out.push_back({Impl::recurrent, Residual::minimal, dt, c});
+      out.push_back({Impl::chunked, Residual::minimal, dt, c});
+      out.push_back({Impl::chunked, Residual::full, dt, c});
+      out.push_back({Impl::fused, Residual::minimal, dt, c});
+      out.push_back({Impl::ssd, Residual::minimal, dt, c});
+    }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(All, GdrParity, testing::ValuesIn(all_variants()), variant_name);
+
+// Larger head dims (K = V = 256 is the maximum) and the model's default chunk.
+TEST(GdrParityLarge, MaxHeadDim) {
+  for (Impl impl : {Impl::chunked, Impl::fused}) {
+    Problem p = small(70, 1, 1, 256, 128, 64, impl);
+    p.has_h0 = p.want_ht = true;
+    const Data d = make_data(p, Gates::realistic, 99);
+    Problem ref_p = p;
+    ref_p.impl = Impl::recurrent;
+    expect_close(run<float>(p, d), run<double>(ref_p, round_to<float>(d)), 1e-5);
+  }
+}
+
+// ---- determinism: bitwise equal across runs and thread counts ----------------------------------
+
+TEST(GdrDeterminism, SameBitsAcrossThreadCounts) {
+  const int threads = omp_get_max_threads();
+  for (Impl impl : {Impl::recurrent, Impl::chunked, Impl::fused, Impl::ssd}) {
+    Problem p = small(90, 2, 4, 16, 16, 32, impl);
+    p.B = 2;
+    p.has_h0 = p.want_ht = true;
+    const Data d = make_data(p, Gates::realistic, 5);
+    omp_set_num_threads(1);
+    const Result one = run<float>(p, d);
+    omp_set_num_threads(std::max(2, threads));
+    const Result many = run<float>(p, d);
+    const Result again = run<float>(p, d);
+    omp_set_num_threads(threads);
+    for (const Result* r : {&many, &again}) {
+      EXPECT_EQ(r->o, one.o) << impl_name(impl);
+      EXPECT_EQ(r->dq, one.dq) << impl_name(impl);
+      EXPECT_EQ(r->dk, one.dk) << impl_name(impl);
+      EXPECT_EQ(r->dv, one.dv) << impl_name(impl);
+      EXPECT_EQ(r->dg, one.dg) << impl_name(impl);
+      EXPECT_EQ(r->dh0, one.dh0) << impl_name(impl);
+    }
+  }
+}
+
+// ---- sizes, names, validation -----------------------------------------------------------------
+
+TEST(GdrSizes, ResidualAndWorkspace) {
+  Problem p = small(100, 2, 4, 32, 48, 64, Impl::chunked);
+  p.B = 3;
+  const int64_t states = p.B * p.HV * p.num_chunks() * p.K * p.V;
+  EXPECT_EQ(p.num_chunks(), 2);
+  EXPECT_EQ(residual_elems(p), states);
+  p.residual = Residual::full;
+  EXPECT_EQ(residual_elems(p), states + p.B * p.HV * 2 * 64 * (64 + 32 + 48));
+  for (Impl impl : {Impl::recurrent, Impl::fused, Impl::ssd}) {
+    p.impl = impl;
+    EXPECT_EQ(residual_elems(p), states) << impl_name(impl);  // the policy is chunked's only
+  }
+  // The recurrent backward keeps C states per slice, not T: B=4 H=8 T=8192 K=V=128 in < 1 GB.
+  Problem big = small(8192, 8, 8, 128, 128, 64, Impl::recurrent);
+  big.B = 4;
+  EXPECT_LT(backward_workspace_elems(big) * 4, int64_t(1) << 30);
+  // The fused kernels keep chunk tiles only: their workspace does not grow with T.
+  big.impl = Impl::fused;
+  Problem longer = big;
+  longer.T = 4 * big.T;
+  EXPECT_EQ(forward_workspace_elems(big), forward_workspace_elems(longer));
+  EXPECT_EQ(backward_workspace_elems(big), backward_workspace_elems(longer));
+}
+
+TEST(GdrSizes, FlopCounts) {
+  Problem p = small(2048, 4, 4, 64, 64, 64, Impl::fused);
+  const double per = 6.0 * 64 * 64 + 64 * (6 * 64 + 4 * 64) + 64.0 * 64 / 3;
+  EXPECT_DOUBLE_EQ(forward_flops(p), per * 2048 * 4);
+  const double per_b = 16.0 * 64 * 64 + 64 * (18 * 64 + 10 * 64) + 4 * 64.0 * 64;
+  EXPECT_DOUBLE_EQ(backward_flops(p), per_b * 2048 * 4);
+}
+
+TEST(GdrNames, RoundTrip) {
+  for (Impl i : {Impl::recurrent, Impl::chunked, Impl::fused, Impl::ssd})
+    EXPECT_EQ(parse_impl(impl_name(i)), i);
+  for (Residual r : {Residual::minimal, Residual::full})
+    EXPECT_EQ(parse_residual(residual_name(r)), r);
+  EXPECT_THROW(parse_impl("chunky"), std::invalid_argument);
+  EXPECT_THROW(parse_residual("fat"), std::invalid_argument);
+}
+
+void expect_invalid(const Problem& p, const std::string& needle) {
+  try {
+    validate(p);
+    ADD_FAILURE() << "accepted a bad problem, expected a message with '" << needle << "'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GdrValidate, RejectsBadProblems) {
+  const Problem good = small(10, 2, 4, 64, 64, 64, Impl::fused);
+  EXPECT_NO_THROW(validate(good));
+  Problem p = good;
+  p.HV = 6;
+  p.H = 4;
+  expect_invalid(p, "HV (6)");
+  p = good;
+  p.chunk = 48;
+  expect_invalid(p, "48");
+  p = good;
+  p.K = 300;
+  expect_invalid(p, "K = 300");
+  p = good;
+  p.V = 512;
+  expect_invalid(p, "V = 512");
+  p = good;
+  p.scale = 0;
+  expect_invalid(p, "scale");
+  p = good;
+  p.T = 0;
+  expect_invalid(p, "T must be >= 1");
+  // The dispatchers validate too, and name missing pointers.
+  p = good;
+  p.chunk = 48;
+  EXPECT_THROW(forward_cpu(p, Inputs<float>{}, ForwardOutputs<float>{}), std::invalid_argument);
+  try {
+    forward_cpu(good, Inputs<float>{}, ForwardOutputs<float>{});
+    ADD_FAILURE() << "accepted null inputs";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("q is null"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gdn::gdr
