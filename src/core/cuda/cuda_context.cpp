@@ -90,4 +90,10 @@ void* cublas_handle(int index) {
   return s.cublas;
 }
 
+std::string device_name(int index) {
+  cudaDeviceProp prop{};
+  GDN_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return prop.name;
+}
+
 }  // namespace gdn::cuda

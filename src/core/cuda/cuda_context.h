@@ -2,6 +2,7 @@
 // header: streams are passed around as void* so that host code needs no CUDA headers.
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace gdn::cuda {
 

@@ -1,0 +1,86 @@
+// `gdn train CONFIG.yaml [--set key=value ...] [--resume DIR]` and `gdn eval RUN_DIR`.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "src/cli/commands.h"
+#include "src/train/trainer.h"
+
+namespace gdn::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string config, resume;
+  std::vector<std::string> sets;
+  bool quiet = false, profile_memory = false;
+};
+
+void run_train(const TrainArgs& a) {
+  std::string config = a.config;
+  if (config.empty()) {
+    GDN_CHECK(!a.resume.empty(), "gdn train needs CONFIG.yaml or --resume DIR");
+    // Resuming without a config: the run's own resolved config.
+    config = (std::filesystem::path(train::run_dir_of(a.resume)) / "config.yaml").string();
+  }
+  train::RunConfig cfg = train::load_run_config(config, a.sets);
+  train::TrainerOptions o;
+  o.resume = a.resume;
+  o.quiet = a.quiet;
+  o.profile_memory = a.profile_memory;
+  train::Trainer t(cfg, o);
+  train::TrainerState s = t.run();
+  std::printf("%s\n", nlohmann::json({{"step", s.step},
+                                      {"tokens", s.tokens_seen},
+                                      {"best_val_loss", s.best_val_loss},
+                                      {"run_dir", t.run_dir()}})
+                          .dump()
+                          .c_str());
+}
+
+void run_eval(const std::string& run_dir, int64_t batches, const std::vector<std::string>& sets) {
+  const std::string cfg_path =
+      (std::filesystem::path(train::run_dir_of(run_dir)) / "config.yaml").string();
+  std::vector<std::string> overrides = sets;
+  if (batches >= 0) overrides.push_back("train.eval_batches=" + std::to_string(batches));
+  train::RunConfig cfg = train::load_run_config(cfg_path, overrides);
+  train::TrainerOptions o;
+  o.resume = run_dir;
+  o.quiet = true;
+  o.read_only = true;
+  train::Trainer t(cfg, o);
+  train::EvalStats e = t.evaluate();
+  GDN_CHECK(e.tokens > 0, "no validation data in ", train::data_dir_of(cfg, t.run_dir()));
+  nlohmann::json out = {
+      {"step", t.state().step}, {"val_loss", e.loss}, {"val_ppl", e.ppl}, {"val_tokens", e.tokens}};
+  if (e.bpb > 0) out["val_bpb"] = e.bpb;
+  std::printf("%s\n", out.dump().c_str());
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "Train a model from a YAML config");
+  cmd->add_option("config", a->config, "YAML config (model, data, train, dist sections)");
+  cmd->add_option("--set", a->sets, "override a key: --set train.steps=100 (repeatable)");
+  cmd->add_option("--resume", a->resume,
+                  "continue a run: its directory (latest checkpoint) or a checkpoint directory");
+  cmd->add_flag("--quiet", a->quiet, "no progress lines");
+  cmd->add_flag("--profile-memory", a->profile_memory,
+                "print the memory profile of the first step");
+  cmd->callback([a] { run_train(*a); });
+
+  auto batches = std::make_shared<int64_t>(-1);
+  auto dir = std::make_shared<std::string>();
+  auto sets = std::make_shared<std::vector<std::string>>();
+  auto* ev = app.add_subcommand("eval", "Validation loss, perplexity and bits per byte of a run");
+  ev->add_option("run_dir", *dir, "run directory (latest checkpoint) or checkpoint directory")
+      ->required();
+  ev->add_option("--batches", *batches,
+                 "validation batches (default: train.eval_batches; 0 = all)");
+  ev->add_option("--set", *sets, "override a config key");
+  ev->callback([dir, batches, sets] { run_eval(*dir, *batches, *sets); });
+}
+
+}  // namespace gdn::cli

@@ -1,0 +1,42 @@
+// Trainer checkpoints: a Hugging Face model directory (config.json, model.safetensors) plus
+// the trainer state beside it: optimizer.safetensors (moments; scalars in the metadata) and
+// trainer_state.json (step, tokens, data position, RNG seed, best validation loss). Written to a
+// temporary directory and renamed into place, then RUN_DIR/latest is replaced atomically, so a
+// crash never leaves a half checkpoint and `--resume RUN_DIR` always finds a whole one.
+#pragma once
+#include <string>
+
+#include "layers/model.h"
+#include "optim/optimizer.h"
+
+namespace gdn::train {
+
+struct TrainerState {
+  int64_t step = 0;         // optimizer steps completed
+  int64_t tokens_seen = 0;  // training tokens consumed
+  int64_t data_step = 0;    // the train loader's position (its next batch)
+  uint64_t seed = 0;
+  double best_val_loss = 0;   // 0: none yet
+  int64_t skipped_steps = 0;  // steps skipped for non-finite loss or gradients
+  double elapsed_s = 0;       // training time so far (across resumes)
+};
+
+// RUN_DIR/checkpoints/step-000123 for step 123.
+std::string checkpoint_path(const std::string& run_dir, int64_t step);
+
+void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
+                     const optim::Optimizer& opt, const TrainerState& state);
+
+// A run directory (its latest checkpoint) or a checkpoint directory -> the checkpoint
+// directory; errors say what was looked for.
+std::string resolve_checkpoint(const std::string& path);
+// The run directory a checkpoint belongs to (its parent's parent), or `path` for a run dir.
+std::string run_dir_of(const std::string& path);
+
+TrainerState load_trainer_state(const std::string& checkpoint_dir);
+void load_optimizer(const std::string& checkpoint_dir, optim::Optimizer& opt);
+
+// Keeps the newest `keep` checkpoints of a run (0 keeps all).
+void prune_checkpoints(const std::string& run_dir, int64_t keep);
+
+}  // namespace gdn::train

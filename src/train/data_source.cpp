@@ -1,0 +1,109 @@
+// Text-shard data source (MQAR lives in src/data/mqar and joins here).
+#include "src/train/data_source.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "src/data/prepare.h"
+
+namespace gdn::train {
+
+namespace fs = std::filesystem;
+
+std::string data_dir_of(const RunConfig& cfg, const std::string& run_dir) {
+  return cfg.data.dir.empty() ? (fs::path(run_dir) / "data").string() : cfg.data.dir;
+}
+
+namespace {
+
+class TextData final : public DataSource {
+ public:
+  TextData(const RunConfig& cfg, const std::string& dir, int rank, int world) : dir_(dir) {
+    train_ = data::Shard::open((fs::path(dir) / "train.bin").string());
+    val_ = data::Shard::open((fs::path(dir) / "val.bin").string());
+    tokenizer_ = data::load_tokenizer(dir);
+    GDN_CHECK(tokenizer_->vocab_size() <= cfg.model.vocab_size, "the data in ", dir, " uses ",
+              tokenizer_->vocab_size(), " token ids but model.vocab_size is ",
+              cfg.model.vocab_size);
+    GDN_CHECK(train_->size() > cfg.data.seq_len + 1, dir, "/train.bin holds ", train_->size(),
+              " tokens, fewer than data.seq_len + 1 = ", cfg.data.seq_len + 1);
+    data::LoaderOptions lo;
+    lo.batch_size = cfg.train.batch_size;
+    lo.seq_len = cfg.data.seq_len;
+    lo.seed = uint64_t(cfg.train.seed);
+    lo.rank = rank;
+    lo.world_size = world;
+    lo.dtype = DType::int64;
+    loader_ = std::make_unique<data::DataLoader>(train_, lo);
+    if (val_->size() > cfg.data.seq_len + 1)
+      eval_ = std::make_unique<data::SequentialLoader>(val_, cfg.train.batch_size, cfg.data.seq_len,
+                                                       cfg.train.eval_batches, rank, world,
+                                                       DType::int64);
+    std::ifstream mf(fs::path(dir) / "meta.json");
+    if (mf) {
+      try {
+        auto m = nlohmann::json::parse(mf);
+        const double vt = m["val"]["tokens"], vb = m["val"]["bytes"];
+        if (vt > 0) bytes_per_token_ = vb / vt;
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+  }
+  data::Batch next() override { return loader_->next(); }
+  int64_t position() const override { return loader_->state().step; }
+  void set_position(int64_t step) override { loader_->set_state({step}); }
+  void reset_eval() override {
+    if (eval_) eval_->reset();
+  }
+  bool next_eval(data::Batch& b) override { return eval_ && eval_->next(b); }
+  double bytes_per_token() const override { return bytes_per_token_; }
+  int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
+  const data::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
+  std::string describe() const override {
+    return str_cat(dir_, ": ", tokenizer_->name(), " tokenizer (vocab ", tokenizer_->vocab_size(),
+                   "), ", train_->size(), " train / ", val_->size(), " val tokens");
+  }
+
+ private:
+  std::string dir_;
+  std::shared_ptr<const data::Shard> train_, val_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<data::SequentialLoader> eval_;
+  double bytes_per_token_ = 0;
+};
+
+// Prepares RUN_DIR/data once (rank 0); later runs and resumes reuse it.
+void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
+  if (fs::exists(fs::path(dir) / "meta.json")) return;
+  GDN_CHECK(cfg.data.dir.empty(), "data.dir ", cfg.data.dir,
+            " has no meta.json: prepare it with `gdn prepare-data --out ", cfg.data.dir, "`");
+  GDN_CHECK(rank == 0, "data in ", dir, " is not prepared (rank 0 prepares it)");
+  data::PrepareOptions po;
+  po.inputs = cfg.data.inputs;
+  po.tokenizer = cfg.data.tokenizer;
+  po.vocab_size = cfg.data.tokenizer == "sentencepiece"
+                      ? (cfg.data.vocab_size ? cfg.data.vocab_size : cfg.model.vocab_size)
+                      : 0;
+  po.out_dir = dir;
+  po.val_fraction = cfg.data.val_fraction;
+  po.seed = uint64_t(cfg.train.seed);
+  std::fprintf(stderr, "gdn: preparing data into %s (%s)\n", dir.c_str(),
+               po.inputs.empty() ? "default corpus" : "data.inputs");
+  data::PrepareSummary s = data::prepare_data(po);
+  std::fputs(data::format_summary(s).c_str(), stderr);
+}
+
+}  // namespace
+
+std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
+                                             int rank, int world_size) {
+  GDN_CHECK(cfg.data.task == "text", "data.task '", cfg.data.task, "' is not available here");
+  const std::string dir = data_dir_of(cfg, run_dir);
+  ensure_prepared(cfg, dir, rank);
+  return std::make_unique<TextData>(cfg, dir, rank, world_size);
+}
+
+}  // namespace gdn::train

@@ -1,0 +1,45 @@
+// Where the trainer's batches come from: token shards (prepared on first use from text files,
+// or the default corpus, into RUN_DIR/data) or the synthetic MQAR task. Both give batches
+// that are a pure function of (seed, rank, step), so resuming replays exactly.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "src/data/loader.h"
+#include "src/data/tokenizer.h"
+#include "src/train/run_config.h"
+
+namespace gdn::train {
+
+struct EvalStats {
+  double loss = 0;       // mean nats per predicted token
+  double ppl = 0;        // exp(loss)
+  double bpb = 0;        // bits per byte (text; 0 when unknown)
+  double accuracy = -1;  // MQAR recall accuracy (-1 when not applicable)
+  int64_t tokens = 0;
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual data::Batch next() = 0;
+  virtual int64_t position() const = 0;  // the next training batch index
+  virtual void set_position(int64_t step) = 0;
+  // Validation batches in a fixed order (restart each call); false when done.
+  virtual void reset_eval() = 0;
+  virtual bool next_eval(data::Batch& b) = 0;
+  virtual double bytes_per_token() const { return 0; }  // val split, for bits per byte
+  virtual int64_t vocab_size() const = 0;               // tokens the data uses
+  virtual const data::Tokenizer* tokenizer() const { return nullptr; }
+  virtual std::string describe() const = 0;
+};
+
+// Builds the data of a run: shards in data.dir, or prepared into RUN_DIR/data from
+// data.inputs (or the default corpus) when data.dir is empty; or MQAR for data.task = mqar.
+std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
+                                             int rank = 0, int world_size = 1);
+
+// The data directory a run uses (data.dir, or RUN_DIR/data).
+std::string data_dir_of(const RunConfig& cfg, const std::string& run_dir);
+
+}  // namespace gdn::train

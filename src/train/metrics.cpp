@@ -1,0 +1,88 @@
+// Metrics log and progress formatting.
+#include "src/train/metrics.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "src/core/allocator.h"
+#include "src/core/error.h"
+
+namespace gdn::train {
+
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : path_(path) {
+  if (keep_through_step >= 0 && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::vector<std::string> kept;
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        auto j = nlohmann::json::parse(line);
+        if (j.value("step", int64_t(0)) <= keep_through_step) kept.push_back(line);
+      } catch (const nlohmann::json::exception&) {
+        // A torn last line from a crash: drop it.
+      }
+    }
+    in.close();
+    std::ofstream out(path + ".tmp");
+    for (const auto& l : kept) out << l << "\n";
+    out.close();
+    std::filesystem::rename(path + ".tmp", path);
+  }
+  f_ = std::fopen(path.c_str(), "a");
+  GDN_CHECK(f_, "cannot open ", path, " for appending");
+}
+
+MetricsLog::~MetricsLog() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  const std::string s = record.dump() + "\n";
+  std::fwrite(s.data(), 1, s.size(), f_);
+  std::fflush(f_);
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  const long t = long(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+std::string format_count(double x) {
+  char buf[32];
+  if (x >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fG", x / 1e9);
+  else if (x >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+std::string progress_line(int64_t step, int64_t total, double loss, double lr, double tokens_per_s,
+                          double mfu, int64_t mem_bytes, double eta_s) {
+  const int width = 20;
+  const int filled = total > 0 ? int(double(width) * double(step) / double(total)) : width;
+  std::string bar(size_t(std::min(filled, width)), '#');
+  bar.resize(size_t(width), '.');
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "step %lld/%lld [%s] loss %.4f | lr %.2e | %s tok/s | MFU %.1f%% | mem %s | ETA %s",
+                (long long)step, (long long)total, bar.c_str(), loss, lr,
+                format_count(tokens_per_s).c_str(), 100.0 * mfu, format_bytes(mem_bytes).c_str(),
+                format_duration(eta_s).c_str());
+  return buf;
+}
+
+}  // namespace gdn::train

@@ -1,0 +1,455 @@
+// Metrics parsing and the SVG renderer. The SVG is written by hand: a few rects, lines,
+// polylines and texts, every element self-closing or closed on its line, so the output is
+// well-formed XML by construction and easy to diff.
+#include "src/train/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "src/core/error.h"
+
+namespace gdn::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sorted by step; of points with the same step the last in file order stays.
+void sort_unique_by_step(std::vector<SeriesPoint>& s) {
+  std::stable_sort(s.begin(), s.end(),
+                   [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; });
+  std::vector<SeriesPoint> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    if (i + 1 == s.size() || s[i + 1].step != s[i].step) out.push_back(s[i]);
+  s = std::move(out);
+}
+
+// The finite number under `key`: absent -> false; present but not a finite number -> bad.
+bool number_field(const nlohmann::json& j, const char* key, double& out, bool& bad) {
+  auto it = j.find(key);
+  if (it == j.end()) return false;
+  if (!it->is_number() || !std::isfinite(it->get<double>())) {
+    bad = true;
+    return false;
+  }
+  out = it->get<double>();
+  return true;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// 1, 2, 5 or 10 x 10^k near x: rounded (tick spacing) or the next one up (range).
+double nice_number(double x, bool round) {
+  const double e = std::floor(std::log10(x));
+  const double f = x / std::pow(10.0, e);
+  double nf;
+  if (round) {
+    nf = f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10;
+  } else {
+    nf = f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10;
+  }
+  return nf * std::pow(10.0, e);
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Pixel coordinates of value v on an axis drawn from p0 (at lo) to p1 (at hi).
+double to_pixel(const Axis& a, double v, double p0, double p1) {
+  const double t = a.log
+                       ? (std::log10(v) - std::log10(a.lo)) / (std::log10(a.hi) - std::log10(a.lo))
+                       : (v - a.lo) / (a.hi - a.lo);
+  return p0 + t * (p1 - p0);
+}
+
+struct Pixel {
+  double x, y;
+};
+
+// Keeps a long series drawable: with more than two points per pixel column, each column keeps
+// its lowest and highest point (in x order), so spikes survive the thinning.
+std::vector<Pixel> thin(const std::vector<Pixel>& pts, double width) {
+  if (double(pts.size()) <= 2 * width) return pts;
+  std::vector<Pixel> out;
+  size_t i = 0;
+  while (i < pts.size()) {
+    const double column = std::floor(pts[i].x);
+    size_t lo = i, hi = i, j = i;
+    for (; j < pts.size() && std::floor(pts[j].x) == column; ++j) {
+      if (pts[j].y < pts[lo].y) lo = j;
+      if (pts[j].y > pts[hi].y) hi = j;
+    }
+    out.push_back(pts[std::min(lo, hi)]);
+    if (lo != hi) out.push_back(pts[std::max(lo, hi)]);
+    i = j;
+  }
+  return out;
+}
+
+std::string points_attr(const std::vector<Pixel>& pts) {
+  std::string s;
+  s.reserve(pts.size() * 14);
+  for (const Pixel& p : pts) {
+    if (!s.empty()) s += ' ';
+    s += fmt("%.1f", p.x) + "," + fmt("%.1f", p.y);
+  }
+  return s;
+}
+
+}  // namespace
+
+MetricsSeries parse_metrics(std::istream& in) {
+  MetricsSeries m;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    ++m.lines;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      ++m.malformed;
+      continue;
+    }
+    bool bad = false;
+    double step = 0, loss = 0, val_loss = 0, lr = 0;
+    const bool has_step = number_field(j, "step", step, bad);
+    const bool has_loss = number_field(j, "loss", loss, bad);
+    const bool has_val = number_field(j, "val_loss", val_loss, bad);
+    const bool has_lr = number_field(j, "lr", lr, bad);
+    if (bad || ((has_loss || has_val || has_lr) && !has_step)) {
+      ++m.malformed;
+      continue;
+    }
+    if (has_loss) m.train_loss.push_back({step, loss});
+    if (has_val) m.val_loss.push_back({step, val_loss});
+    if (has_lr) m.lr.push_back({step, lr});
+  }
+  sort_unique_by_step(m.train_loss);
+  sort_unique_by_step(m.val_loss);
+  sort_unique_by_step(m.lr);
+  return m;
+}
+
+MetricsSeries read_metrics(const std::string& path) {
+  std::error_code ec;
+  GDN_CHECK(fs::is_regular_file(path, ec), "no metrics file '", path,
+            "' (is its directory a training run?)");
+  std::ifstream f(path);
+  GDN_CHECK(f, "cannot read the metrics file '", path, "'");
+  MetricsSeries m = parse_metrics(f);
+  GDN_CHECK(!m.train_loss.empty() || !m.val_loss.empty(), "metrics file '", path,
+            "' has no training (loss) or validation (val_loss) records (", m.lines, " lines, ",
+            m.malformed, " malformed)");
+  return m;
+}
+
+std::vector<double> ema_smooth(const std::vector<double>& values, double span) {
+  if (span <= 1) return values;
+  const double alpha = 2.0 / (span + 1.0);
+  std::vector<double> out(values.size());
+  double avg = 0, weight = 0;  // weight = 1 - (1 - alpha)^t: removes the bias of avg's 0 start
+  for (size_t i = 0; i < values.size(); ++i) {
+    avg = (1 - alpha) * avg + alpha * values[i];
+    weight = (1 - alpha) * weight + alpha;
+    out[i] = avg / weight;
+  }
+  return out;
+}
+
+Axis linear_axis(double lo, double hi, int max_ticks) {
+  GDN_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi && max_ticks >= 2,
+            "linear_axis: bad range [", lo, ", ", hi, "] or max_ticks ", max_ticks);
+  if (hi == lo) {
+    const double pad = lo != 0 ? std::abs(lo) * 0.1 : 1.0;
+    lo -= pad;
+    hi += pad;
+  }
+  const double spacing = nice_number(nice_number(hi - lo, false) / (max_ticks - 1), true);
+  Axis a;
+  a.lo = std::floor(lo / spacing) * spacing;
+  a.hi = std::ceil(hi / spacing) * spacing;
+  const int64_t n = int64_t(std::llround((a.hi - a.lo) / spacing));
+  for (int64_t i = 0; i <= n; ++i) a.ticks.push_back(a.lo + double(i) * spacing);
+  return a;
+}
+
+Axis log_axis(double lo, double hi) {
+  GDN_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo > 0 && lo <= hi, "log_axis: bad range [",
+            lo, ", ", hi, "]");
+  const int e0 = int(std::floor(std::log10(lo) + 1e-12));
+  Axis a;
+  a.log = true;
+  a.lo = std::pow(10.0, e0);
+  // The top is the first 1, 2 or 5 x 10^k at or above hi: a run of 3000 steps ends at 5000,
+  // not 10000, so the last decade is not mostly empty.
+  a.hi = a.lo * 10;
+  for (int e = e0;; ++e) {
+    const double d = std::pow(10.0, e);
+    const double cand[] = {2 * d, 5 * d, 10 * d};
+    bool found = false;
+    for (double c : cand)
+      if (c >= hi * (1 - 1e-12)) {
+        a.hi = c;
+        found = true;
+        break;
+      }
+    if (found) break;
+  }
+  const int decades = int(std::ceil(std::log10(a.hi / a.lo) - 1e-12));
+  const bool few = std::log10(a.hi / a.lo) <= 3 + 1e-9;  // else label the decades only
+  for (int e = e0; e <= e0 + decades; ++e) {
+    const double d = std::pow(10.0, e);
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m != 1.0 && !few) continue;
+      if (m * d <= a.hi * (1 + 1e-12)) a.ticks.push_back(m * d);
+    }
+  }
+  if (a.ticks.back() < a.hi * (1 - 1e-12)) a.ticks.push_back(a.hi);
+  return a;
+}
+
+std::string format_tick(double value, double spacing) {
+  if (spacing > 0) value = std::round(value / spacing) * spacing;  // 0.30000000004 -> 0.3
+  if (std::abs(value) < 1e-12 * std::max(1.0, std::abs(spacing))) return "0";
+  const double a = std::abs(value);
+  if (a >= 1e6 && std::fmod(a, 1e5) == 0) return fmt("%gM", value / 1e6);
+  if (a >= 1e4 && std::fmod(a, 100) == 0) return fmt("%gk", value / 1e3);
+  if (spacing >= 1 && a < 1e15) return fmt("%.0f", value);
+  if (spacing >= 1e-3) {
+    const int decimals = std::max(0, int(std::ceil(-std::log10(spacing) - 1e-9)));
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+    return buf;
+  }
+  if (spacing <= 0) return fmt("%g", value);
+  // Tiny spacings (learning rates): as many significant digits as the spacing resolves.
+  const int digits =
+      std::max(1, int(std::floor(std::log10(a)) - std::floor(std::log10(spacing))) + 1);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+  return buf;
+}
+
+std::string run_name(const std::string& run_dir) {
+  fs::path p = fs::path(run_dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "runs/tiny/"
+  if (p.empty() || p == "." || p == "..") {
+    std::error_code ec;
+    const fs::path abs = fs::weakly_canonical(fs::absolute(run_dir), ec);
+    if (!ec && !abs.filename().empty()) return abs.filename().string();
+  }
+  return p.filename().string();
+}
+
+std::string render_loss_svg(const MetricsSeries& m, const PlotOptions& o, PlotLayout* layout_out) {
+  GDN_CHECK(o.width >= 200 && o.height >= 150, "plot: size ", o.width, " x ", o.height,
+            " is too small (>= 200 x 150)");
+  PlotLayout L;
+  // On a log axis, steps <= 0 have no place: drop them and say how many.
+  auto visible = [&](const std::vector<SeriesPoint>& s) {
+    std::vector<SeriesPoint> out;
+    for (const SeriesPoint& p : s) {
+      if (o.log_x && p.step <= 0) {
+        ++L.dropped;
+        continue;
+      }
+      out.push_back(p);
+    }
+    return out;
+  };
+  const std::vector<SeriesPoint> train = visible(m.train_loss), val = visible(m.val_loss);
+  const std::vector<SeriesPoint> lr = o.show_lr ? visible(m.lr) : std::vector<SeriesPoint>{};
+  GDN_CHECK(!train.empty() || !val.empty(), "plot: no training or validation points to draw",
+            o.log_x ? " (a log x axis leaves out steps <= 0)" : "");
+
+  std::vector<double> raw;
+  for (const SeriesPoint& p : train) raw.push_back(p.value);
+  const bool smoothed = o.smooth > 1 && !train.empty();
+  const std::vector<double> ema = smoothed ? ema_smooth(raw, o.smooth) : std::vector<double>{};
+  double lr_max = 0;
+  for (const SeriesPoint& p : lr) lr_max = std::max(lr_max, p.value);
+  L.has_lr = !lr.empty() && lr_max > 0;
+
+  // Axis ranges over everything drawn.
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto* s : {&train, &val, &lr})
+    for (const SeriesPoint& p : *s) {
+      if (s == &lr && !L.has_lr) continue;
+      x_lo = std::min(x_lo, p.step);
+      x_hi = std::max(x_hi, p.step);
+    }
+  for (const auto* s : {&train, &val})
+    for (const SeriesPoint& p : *s) {
+      y_lo = std::min(y_lo, p.value);
+      y_hi = std::max(y_hi, p.value);
+    }
+  L.x = o.log_x ? log_axis(x_lo, x_hi) : linear_axis(x_lo, x_hi);
+  L.y = linear_axis(y_lo, y_hi);
+  if (L.has_lr) L.lr = linear_axis(0, lr_max, 6);
+
+  L.left = 80;
+  L.right = o.width - (L.has_lr ? 85.0 : 30.0);
+  L.top = 50;
+  L.bottom = o.height - 60;
+  const double plot_w = L.right - L.left;
+  auto px = [&](double step) { return to_pixel(L.x, step, L.left, L.right); };
+  auto py = [&](double v) { return to_pixel(L.y, v, L.bottom, L.top); };
+  auto py_lr = [&](double v) { return to_pixel(L.lr, v, L.bottom, L.top); };
+
+  std::ostringstream svg;
+  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\""
+      << o.height << "\" viewBox=\"0 0 " << o.width << " " << o.height
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect x=\"0\" y=\"0\" width=\"" << o.width << "\" height=\"" << o.height
+      << "\" fill=\"white\"/>\n"
+      << "<text x=\"" << o.width / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">"
+      << xml_escape(o.title) << "</text>\n";
+
+  // Grid, ticks and tick labels.
+  const double x_spacing = L.x.ticks.size() > 1 ? L.x.ticks[1] - L.x.ticks[0] : 1;
+  const double y_spacing = L.y.ticks.size() > 1 ? L.y.ticks[1] - L.y.ticks[0] : 1;
+  svg << "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
+  for (double t : L.x.ticks)
+    svg << "<line x1=\"" << fmt("%.1f", px(t)) << "\" y1=\"" << L.top << "\" x2=\""
+        << fmt("%.1f", px(t)) << "\" y2=\"" << L.bottom << "\"/>\n";
+  for (double t : L.y.ticks)
+    svg << "<line x1=\"" << L.left << "\" y1=\"" << fmt("%.1f", py(t)) << "\" x2=\"" << L.right
+        << "\" y2=\"" << fmt("%.1f", py(t)) << "\"/>\n";
+  svg << "</g>\n";
+  svg << "<g class=\"x-axis\" data-lo=\"" << L.x.lo << "\" data-hi=\"" << L.x.hi << "\">\n";
+  for (double t : L.x.ticks) {
+    // A log axis labels its decades; 2 and 5 x 10^k get a tick and a smaller label.
+    svg << "<line x1=\"" << fmt("%.1f", px(t)) << "\" y1=\"" << L.bottom << "\" x2=\""
+        << fmt("%.1f", px(t)) << "\" y2=\"" << L.bottom + 5 << "\" stroke=\"black\"/>\n"
+        << "<text x=\"" << fmt("%.1f", px(t)) << "\" y=\"" << L.bottom + 19
+        << "\" text-anchor=\"middle\">" << format_tick(t, L.x.log ? t : x_spacing) << "</text>\n";
+  }
+  svg << "<text x=\"" << (L.left + L.right) / 2 << "\" y=\"" << o.height - 18
+      << "\" text-anchor=\"middle\">step" << (L.x.log ? " (log scale)" : "") << "</text>\n</g>\n";
+  svg << "<g class=\"y-axis\" data-lo=\"" << L.y.lo << "\" data-hi=\"" << L.y.hi << "\">\n";
+  for (double t : L.y.ticks)
+    svg << "<line x1=\"" << L.left - 5 << "\" y1=\"" << fmt("%.1f", py(t)) << "\" x2=\"" << L.left
+        << "\" y2=\"" << fmt("%.1f", py(t)) << "\" stroke=\"black\"/>\n"
+        << "<text x=\"" << L.left - 8 << "\" y=\"" << fmt("%.1f", py(t) + 4)
+        << "\" text-anchor=\"end\">" << format_tick(t, y_spacing) << "</text>\n";
+  svg << "<text transform=\"translate(22 " << (L.top + L.bottom) / 2
+      << ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n</g>\n";
+  if (L.has_lr) {
+    const double lr_spacing = L.lr.ticks.size() > 1 ? L.lr.ticks[1] - L.lr.ticks[0] : 1;
+    svg << "<g class=\"lr-axis\" data-lo=\"" << L.lr.lo << "\" data-hi=\"" << L.lr.hi
+        << "\" fill=\"#2ca02c\">\n";
+    for (double t : L.lr.ticks)
+      svg << "<line x1=\"" << L.right << "\" y1=\"" << fmt("%.1f", py_lr(t)) << "\" x2=\""
+          << L.right + 5 << "\" y2=\"" << fmt("%.1f", py_lr(t)) << "\" stroke=\"#2ca02c\"/>\n"
+          << "<text x=\"" << L.right + 8 << "\" y=\"" << fmt("%.1f", py_lr(t) + 4)
+          << "\" text-anchor=\"start\">" << format_tick(t, lr_spacing) << "</text>\n";
+    svg << "<text transform=\"translate(" << o.width - 14 << " " << (L.top + L.bottom) / 2
+        << ") rotate(90)\" text-anchor=\"middle\">learning rate</text>\n</g>\n";
+  }
+  svg << "<rect class=\"frame\" x=\"" << L.left << "\" y=\"" << L.top << "\" width=\"" << plot_w
+      << "\" height=\"" << L.bottom - L.top << "\" fill=\"none\" stroke=\"black\"/>\n";
+
+  // The series, one polyline each.
+  struct Legend {
+    std::string label, color, dash;
+    double opacity;
+    bool marker;
+  };
+  std::vector<Legend> legend;
+  auto polyline = [&](const char* cls, const std::vector<Pixel>& pts, const std::string& color,
+                      double width, double opacity, const std::string& dash) {
+    svg << "<polyline class=\"" << cls << "\" fill=\"none\" stroke=\"" << color
+        << "\" stroke-width=\"" << width << "\" stroke-opacity=\"" << opacity << "\""
+        << (dash.empty() ? "" : " stroke-dasharray=\"" + dash + "\"") << " points=\""
+        << points_attr(thin(pts, plot_w)) << "\"/>\n";
+    ++L.series;
+  };
+  if (L.has_lr) {
+    std::vector<Pixel> pts;
+    for (const SeriesPoint& p : lr) pts.push_back({px(p.step), py_lr(p.value)});
+    polyline("series-lr", pts, "#2ca02c", 1.5, 0.8, "6 4");
+    legend.push_back({"learning rate", "#2ca02c", "6 4", 0.8, false});
+  }
+  if (!train.empty()) {
+    std::vector<Pixel> pts;
+    for (size_t i = 0; i < train.size(); ++i) pts.push_back({px(train[i].step), py(raw[i])});
+    polyline("series-train", pts, "#1f77b4", 1, smoothed ? 0.35 : 1.0, "");
+    legend.push_back({"train loss", "#1f77b4", "", smoothed ? 0.35 : 1.0, false});
+  }
+  if (smoothed) {
+    std::vector<Pixel> pts;
+    for (size_t i = 0; i < train.size(); ++i) pts.push_back({px(train[i].step), py(ema[i])});
+    polyline("series-train-ema", pts, "#1f77b4", 2, 1.0, "");
+    legend.push_back({"train loss (EMA " + fmt("%g", o.smooth) + ")", "#1f77b4", "", 1.0, false});
+  }
+  if (!val.empty()) {
+    std::vector<Pixel> pts;
+    for (const SeriesPoint& p : val) pts.push_back({px(p.step), py(p.value)});
+    polyline("series-val", pts, "#d62728", 1.5, 1.0, "");
+    if (val.size() <= 300) {  // beyond that the markers are a smear
+      svg << "<g class=\"markers-val\" fill=\"#d62728\">\n";
+      for (const Pixel& p : pts)
+        svg << "<circle cx=\"" << fmt("%.1f", p.x) << "\" cy=\"" << fmt("%.1f", p.y)
+            << "\" r=\"3\"/>\n";
+      svg << "</g>\n";
+    }
+    legend.push_back({"val loss", "#d62728", "", 1.0, true});
+  }
+
+  // Legend, top right inside the plot area.
+  const double lw = 190, lh = 10 + 18 * double(legend.size());
+  const double lx = L.right - lw - 10, ly = L.top + 10;
+  svg << "<g class=\"legend\">\n<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"" << lw
+      << "\" height=\"" << lh << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999999\"/>\n";
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const Legend& e = legend[i];
+    const double y = ly + 14 + 18 * double(i);
+    svg << "<line x1=\"" << lx + 8 << "\" y1=\"" << y << "\" x2=\"" << lx + 36 << "\" y2=\"" << y
+        << "\" stroke=\"" << e.color << "\" stroke-width=\"2\" stroke-opacity=\"" << e.opacity
+        << "\"" << (e.dash.empty() ? "" : " stroke-dasharray=\"" + e.dash + "\"") << "/>\n";
+    if (e.marker)
+      svg << "<circle cx=\"" << lx + 22 << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << e.color
+          << "\"/>\n";
+    svg << "<text x=\"" << lx + 44 << "\" y=\"" << y + 4 << "\">" << xml_escape(e.label)
+        << "</text>\n";
+  }
+  svg << "</g>\n</svg>\n";
+  if (layout_out) *layout_out = L;
+  return svg.str();
+}
+
+}  // namespace gdn::train

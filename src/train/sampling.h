@@ -1,0 +1,35 @@
+// Next-token sampling for generation: temperature, top-k and top-p (nucleus), applied in that
+// order as Hugging Face does. Computed in fp64 on the host (a [V] row is small next to the
+// forward that produced it), and the one random draw is Philox(counter, key = seed), so a
+// generation is reproducible from (seed, counter) alone whatever the device or dtype.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "src/core/tensor.h"
+
+namespace gdn::train {
+
+struct SamplingOptions {
+  double temperature = 1.0;  // 0: greedy argmax (top_k and top_p are then irrelevant)
+  int64_t top_k = 0;         // keep the k most likely tokens; 0 keeps all
+  double top_p = 1.0;        // keep the smallest set of most likely tokens with mass >= top_p
+};
+
+// Throws naming the value: temperature finite and >= 0, top_k >= 0, top_p in (0, 1].
+void validate(const SamplingOptions& options);
+
+// The distribution sample_token draws from: softmax(logits / T) restricted to the top-k, then to
+// the nucleus, renormalised; zeros elsewhere. Greedy (T = 0) gives a one-hot at the argmax.
+// Ties are broken towards the lower id everywhere (argmax, the k-th place, the nucleus edge).
+// logits may hold -inf (banned tokens) but not NaN, and not only -inf.
+std::vector<double> sampling_probs(const std::vector<double>& logits,
+                                   const SamplingOptions& options);
+
+// One token id from logits of shape [V] or [1, ..., 1, V], any float dtype, any device.
+int64_t sample_token(const Tensor& logits, const SamplingOptions& options, uint64_t seed,
+                     uint64_t counter);
+int64_t sample_token(const std::vector<double>& logits, const SamplingOptions& options,
+                     uint64_t seed, uint64_t counter);
+
+}  // namespace gdn::train

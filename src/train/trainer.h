@@ -1,0 +1,67 @@
+// The trainer: model, optimizer, schedule and data from a RunConfig; the training loop with
+// gradient accumulation, clipping, non-finite detection, periodic validation, checkpoints
+// (atomic, resumable exactly), metrics.jsonl and a progress line; Ctrl-C saves and exits.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layers/model.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "src/train/checkpoint.h"
+#include "src/train/data_source.h"
+#include "src/train/metrics.h"
+#include "src/train/run_config.h"
+
+namespace gdn::train {
+
+struct TrainerOptions {
+  std::string resume;           // run dir or checkpoint dir; empty: fresh run
+  bool quiet = false;           // no progress lines on stderr
+  bool profile_memory = false;  // print the memory profile of the first step
+  bool read_only = false;       // eval/generate: touch nothing in the run directory
+  int64_t stop_after = -1;      // stop (saving) after this many steps of this run: tests of resume
+};
+
+class Trainer {
+ public:
+  Trainer(RunConfig cfg, TrainerOptions options = {});
+  ~Trainer();
+  // Trains to cfg.train.steps; returns the final state.
+  TrainerState run();
+  // Validation over up to train.eval_batches batches.
+  EvalStats evaluate();
+  // One optimizer step (all micro-batches); returns the mean loss. Exposed for tests.
+  double train_step();
+
+  nn::CausalLM& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *opt_; }
+  const RunConfig& config() const { return cfg_; }
+  const TrainerState& state() const { return state_; }
+  DataSource& data() { return *data_; }
+  Device device() const { return device_; }
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  void save();
+  void log_step(double loss, double grad_norm, double step_seconds, int64_t step_tokens);
+  void log_eval();
+
+  RunConfig cfg_;
+  TrainerOptions options_;
+  std::string run_dir_;
+  Device device_;
+  std::unique_ptr<nn::CausalLM> model_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  optim::LrSchedule schedule_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<MetricsLog> metrics_;
+  TrainerState state_;
+  double flops_per_token_ = 0, peak_flops_ = 0;
+  double last_grad_norm_ = 0;
+  // Running window for the progress line.
+  double window_loss_ = 0, window_seconds_ = 0;
+  int64_t window_steps_ = 0, window_tokens_ = 0;
+};
+
+}  // namespace gdn::train
