@@ -47,8 +47,11 @@ template <typename T>
 void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double beta) {
   using A = acc_t<T>;
   const A a = A(alpha), b = A(beta);
+  kern::with_unary(op, [&](auto tag) {
+    constexpr kern::Unary OP = decltype(tag)::value;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = from_acc<T>(kern::apply_unary<A>(op, load(x[i]), a, b));
+    for (int64_t i = 0; i < n; ++i) y[i] = from_acc<T>(kern::apply_unary<A>(OP, load(x[i]), a, b));
+  });
 }
 
 template <typename T>
@@ -61,22 +64,32 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
   const int64_t cols = L.ndim ? L.shape[L.ndim - 1] : 1;
   const int64_t sa = L.ndim ? L.stride_a[L.ndim - 1] : 0;
   const int64_t sb = L.ndim ? L.stride_b[L.ndim - 1] : 0;
-  // Rows over the leading dims, a strided inner loop over the last one.
+  kern::with_binary(op, [&](auto tag) {
+    constexpr kern::Binary OP = decltype(tag)::value;
+    // Rows over the leading dims, an inner loop over the last one (specialised for the common
+    // contiguous and scalar-broadcast strides so it vectorizes).
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t oa = L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_a) : 0;
-    const int64_t ob = L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_b) : 0;
-    const T* pa = a + oa;
-    const T* pb = b + ob;
-    T* po = out + r * cols;
-    if (sa == 1 && sb == 1) {
-      for (int64_t c = 0; c < cols; ++c)
-        po[c] = from_acc<T>(kern::apply_binary<A>(op, load(pa[c]), load(pb[c]), al));
-    } else {
-      for (int64_t c = 0; c < cols; ++c)
-        po[c] = from_acc<T>(kern::apply_binary<A>(op, load(pa[c * sa]), load(pb[c * sb]), al));
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* pa = a + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_a) : 0);
+      const T* pb = b + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_b) : 0);
+      T* po = out + r * cols;
+      if (sa == 1 && sb == 1) {
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), load(pb[c]), al));
+      } else if (sa == 1 && sb == 0) {
+        const A vb = load(pb[0]);
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), vb, al));
+      } else if (sa == 0 && sb == 1) {
+        const A va = load(pa[0]);
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, va, load(pb[c]), al));
+      } else {
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c * sa]), load(pb[c * sb]), al));
+      }
     }
-  }
+  });
 }
 
 template <typename S, typename D>
