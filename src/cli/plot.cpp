@@ -30,6 +30,10 @@ void run(const PlotArgs& a) {
     std::fprintf(stderr, "gdn plot: warning: skipped %lld malformed line(s) of %lld in %s\n",
                  static_cast<long long>(metrics.malformed), static_cast<long long>(metrics.lines),
                  metrics_path.c_str());
+  if (metrics.non_finite > 0)
+    std::fprintf(stderr,
+                 "gdn plot: note: %lld step(s) with a non-finite (null) loss are not drawn\n",
+                 static_cast<long long>(metrics.non_finite));
   train::PlotOptions options;
   options.title = train::run_name(a.run_dir);
   options.log_x = a.log_x;

@@ -30,16 +30,17 @@ void sort_unique_by_step(std::vector<SeriesPoint>& s) {
   s = std::move(out);
 }
 
-// The finite number under `key`: absent -> false; present but not a finite number -> bad.
-bool number_field(const nlohmann::json& j, const char* key, double& out, bool& bad) {
+enum class Field { absent, null, number, bad };
+
+// The finite number under `key`. null is how nlohmann writes NaN and inf, and how the trainer
+// logs the loss of a skipped step: a known record, not a malformed one.
+Field number_field(const nlohmann::json& j, const char* key, double& out) {
   auto it = j.find(key);
-  if (it == j.end()) return false;
-  if (!it->is_number() || !std::isfinite(it->get<double>())) {
-    bad = true;
-    return false;
-  }
+  if (it == j.end()) return Field::absent;
+  if (it->is_null()) return Field::null;
+  if (!it->is_number() || !std::isfinite(it->get<double>())) return Field::bad;
   out = it->get<double>();
-  return true;
+  return Field::number;
 }
 
 std::string xml_escape(const std::string& s) {
@@ -143,19 +144,22 @@ MetricsSeries parse_metrics(std::istream& in) {
       ++m.malformed;
       continue;
     }
-    bool bad = false;
     double step = 0, loss = 0, val_loss = 0, lr = 0;
-    const bool has_step = number_field(j, "step", step, bad);
-    const bool has_loss = number_field(j, "loss", loss, bad);
-    const bool has_val = number_field(j, "val_loss", val_loss, bad);
-    const bool has_lr = number_field(j, "lr", lr, bad);
-    if (bad || ((has_loss || has_val || has_lr) && !has_step)) {
+    const Field f_step = number_field(j, "step", step);
+    const Field f_loss = number_field(j, "loss", loss);
+    const Field f_val = number_field(j, "val_loss", val_loss);
+    const Field f_lr = number_field(j, "lr", lr);
+    const bool bad =
+        f_step == Field::bad || f_loss == Field::bad || f_val == Field::bad || f_lr == Field::bad;
+    const bool any = f_loss != Field::absent || f_val != Field::absent || f_lr != Field::absent;
+    if (bad || (any && f_step != Field::number)) {
       ++m.malformed;
       continue;
     }
-    if (has_loss) m.train_loss.push_back({step, loss});
-    if (has_val) m.val_loss.push_back({step, val_loss});
-    if (has_lr) m.lr.push_back({step, lr});
+    if (f_loss == Field::null || f_val == Field::null) ++m.non_finite;
+    if (f_loss == Field::number) m.train_loss.push_back({step, loss});
+    if (f_val == Field::number) m.val_loss.push_back({step, val_loss});
+    if (f_lr == Field::number) m.lr.push_back({step, lr});
   }
   sort_unique_by_step(m.train_loss);
   sort_unique_by_step(m.val_loss);

@@ -6,8 +6,9 @@
 // Input: RUN_DIR/metrics.jsonl, one JSON object per line. Training records have "step", "loss"
 // and usually "lr"; validation records have "step" and "val_loss". Other objects (events, eval
 // metrics) are ignored. Lines that are not JSON objects, or whose step/loss/val_loss/lr has the
-// wrong type or is not finite (a crash can leave half a line) are skipped and counted. A resumed
-// run logs some steps twice: the later line of a step wins.
+// wrong type (a crash can leave half a line) are skipped and counted as malformed. A null loss or
+// val_loss (a skipped non-finite step; nlohmann writes NaN as null) is counted, not drawn. A
+// resumed run logs some steps twice: the later line of a step wins.
 #pragma once
 #include <cstdint>
 #include <istream>
@@ -25,6 +26,7 @@ struct MetricsSeries {
   std::vector<SeriesPoint> train_loss, val_loss, lr;  // each sorted by step, one point per step
   int64_t lines = 0;                                  // non-blank lines read
   int64_t malformed = 0;                              // of them, skipped as malformed
+  int64_t non_finite = 0;                             // records with a null loss or val_loss
 };
 
 MetricsSeries parse_metrics(std::istream& in);
