@@ -176,6 +176,33 @@ const std::map<std::string, LayerCheck>& registry() {
              "layer causal_lm (2 layers, loss)", m, {}, {}, [&](auto&) { return m.loss(ids, tgt); },
              s);
        }},
+      {"causal_lm_checkpoint_block",
+       [](uint64_t s) {
+         Generator g(s);
+         ModelConfig c = tiny_config();
+         c.num_hidden_layers = 2;
+         CausalLM m(c, fp64_ctx(&g));
+         m.compute_dtype = DType::float64;
+         m.checkpointing = "block";
+         Tensor ids = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         Tensor tgt = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         return check_module(
+             "layer causal_lm (checkpoint block)", m, {}, {},
+             [&](auto&) { return m.loss(ids, tgt); }, s);
+       }},
+      {"causal_lm_checkpoint_kernel",
+       [](uint64_t s) {
+         Generator g(s);
+         ModelConfig c = tiny_config();
+         CausalLM m(c, fp64_ctx(&g));
+         m.compute_dtype = DType::float64;
+         m.checkpointing = "kernel";
+         Tensor ids = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         Tensor tgt = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+         return check_module(
+             "layer causal_lm (checkpoint kernel)", m, {}, {},
+             [&](auto&) { return m.loss(ids, tgt); }, s);
+       }},
       {"causal_lm_tied",
        [](uint64_t s) {
          Generator g(s);

@@ -1,6 +1,9 @@
 // Block, Backbone and CausalLM.
 #include "layers/model.h"
 
+#include "src/autograd/checkpoint.h"
+#include "src/ops/linear_cross_entropy.h"
+
 namespace gdn::nn {
 
 Block::Block(const ModelConfig& cfg, const InitContext& ctx) {
@@ -13,9 +16,25 @@ Block::Block(const ModelConfig& cfg, const InitContext& ctx) {
       "mlp", std::make_shared<GatedMLP>(cfg.hidden_size, cfg.mlp_intermediate_size(), ctx));
 }
 
-Tensor Block::forward(const Tensor& x) const {
+Tensor Block::forward(const Tensor& x, const std::string& checkpointing) const {
   ModuleScope scope(*this);
-  Tensor h = ops::add(x, attn->forward(attn_norm->forward(x)));
+  if (checkpointing == "block")
+    return autograd::checkpoint("checkpoint_block",
+                                [this](const std::vector<Tensor>& in) {
+                                  return std::vector<Tensor>{forward(in[0], "none")};
+                                },
+                                {x})[0];
+  Tensor mixed;
+  if (checkpointing == "kernel")
+    mixed =
+        autograd::checkpoint("checkpoint_attn",
+                             [this](const std::vector<Tensor>& in) {
+                               return std::vector<Tensor>{attn->forward(attn_norm->forward(in[0]))};
+                             },
+                             {x})[0];
+  else
+    mixed = attn->forward(attn_norm->forward(x));
+  Tensor h = ops::add(x, mixed);
   return ops::add(h, mlp->forward(mlp_norm->forward(h)));
 }
 
@@ -52,7 +71,9 @@ Tensor CausalLM::hidden(const Tensor& ids) const {
   GDN_CHECK(ids.dim() == 2, "CausalLM: token ids must be [B, T], got ", shape_str(ids.shape()));
   autograd::ScopeGuard scope("model");
   Tensor h = model->embeddings->forward(ids, compute_dtype);
-  for (const auto& layer : model->layers) h = layer->forward(h);
+  GDN_CHECK(checkpointing == "none" || checkpointing == "block" || checkpointing == "kernel",
+            "checkpointing must be none, block or kernel, got '", checkpointing, "'");
+  for (const auto& layer : model->layers) h = layer->forward(h, checkpointing);
   return model->norm->forward(h);
 }
 
@@ -65,12 +86,10 @@ Tensor CausalLM::logits(const Tensor& ids) const {
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {
   GDN_CHECK(targets.shape() == ids.shape(), "CausalLM::loss: targets ", shape_str(targets.shape()),
             " and inputs ", shape_str(ids.shape()), " differ");
-  Tensor lg = logits(ids);
+  Tensor h = hidden(ids);
   autograd::ScopeGuard scope("loss");
-  Tensor flat = ops::reshape(lg, {-1, cfg.vocab_size});
-  // The loss is computed in fp32 at least, whatever the activation dtype.
-  if (flat.dtype() != DType::float64) flat = ops::cast(flat, DType::float32);
-  return ops::cross_entropy(flat, ops::reshape(targets, {-1}), -100);
+  return ops::linear_cross_entropy(ops::reshape(h, {-1, cfg.hidden_size}), lm_head_weight(),
+                                   ops::reshape(targets, {-1}), -100);
 }
 
 Tensor CausalLM::step(const Tensor& ids, std::vector<LayerState>& states) const {

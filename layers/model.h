@@ -11,7 +11,8 @@ namespace gdn::nn {
 class Block : public Module {
  public:
   Block(const ModelConfig& cfg, const InitContext& ctx);
-  Tensor forward(const Tensor& x) const;
+  // checkpointing: "none", "block" or "kernel" (see CausalLM::checkpointing).
+  Tensor forward(const Tensor& x, const std::string& checkpointing = "none") const;
   Tensor forward_with_state(const Tensor& x, LayerState& state) const;
   std::shared_ptr<RMSNorm> attn_norm, mlp_norm;
   std::shared_ptr<GatedDeltaNet> attn;
@@ -36,7 +37,8 @@ class CausalLM : public Module {
   Tensor hidden(const Tensor& ids) const;
   // Logits [B, T, vocab] (compute dtype).
   Tensor logits(const Tensor& ids) const;
-  // Mean next-token cross-entropy of logits(ids) against targets [B, T] (ignore_index -100).
+  // Mean next-token cross-entropy of the logits against targets [B, T] (ignore_index -100),
+  // through linear_cross_entropy: the full fp32 logits are never materialised.
   Tensor loss(const Tensor& ids, const Tensor& targets) const;
   // Logits of the last position given a recurrent state per layer (generation).
   Tensor step(const Tensor& ids, std::vector<LayerState>& states) const;
@@ -44,6 +46,10 @@ class CausalLM : public Module {
 
   ModelConfig cfg;
   DType compute_dtype = DType::float32;  // activations; parameters stay in their own dtype
+  // Activation checkpointing: none, block (each block recomputed in backward, only its input
+  // kept) or kernel (the token-mixing half of each block recomputed: projections, convs, gates
+  // and the gated-delta-rule kernel; the MLP's activations kept).
+  std::string checkpointing = "none";
   std::shared_ptr<Backbone> model;
   std::shared_ptr<Linear> lm_head;  // null when tied
 };

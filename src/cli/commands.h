@@ -10,6 +10,7 @@ void add_bench_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_profile_memory_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_prepare_data_command(CLI::App& app);
 void add_plot_command(CLI::App& app);

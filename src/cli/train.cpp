@@ -54,6 +54,7 @@ void run_eval(const std::string& run_dir, int64_t batches, const std::vector<std
   nlohmann::json out = {
       {"step", t.state().step}, {"val_loss", e.loss}, {"val_ppl", e.ppl}, {"val_tokens", e.tokens}};
   if (e.bpb > 0) out["val_bpb"] = e.bpb;
+  if (e.accuracy >= 0) out["val_accuracy"] = e.accuracy;
   std::printf("%s\n", out.dump().c_str());
 }
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "src/ops/linear_cross_entropy.h"
 #include "src/ops/ops.h"
 
 namespace gdn::ops {
@@ -71,6 +72,12 @@ const std::map<std::string, Check>& registry() {
         [](auto& x) {
           Tensor t = from_vector({3, -100, 0, 6}, {4}, DType::int64);
           return cross_entropy(x[0], t, -100);
+        }}},
+      {"linear_cross_entropy",
+       {{{7, 4}, {5, 4}},
+        [](auto& x) {
+          Tensor t = from_vector({3, -100, 0, 4, 1, 1, 2}, {7}, DType::int64);
+          return linear_cross_entropy(x[0], x[1], t, -100, 3);  // chunks of 3, 3, 1 rows
         }}},
       {"embedding",
        {{{5, 3}},

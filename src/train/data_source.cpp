@@ -1,11 +1,13 @@
 // Text-shard data source (MQAR lives in src/data/mqar and joins here).
 #include "src/train/data_source.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/data/mqar.h"
 #include "src/data/prepare.h"
 
 namespace gdn::train {
@@ -75,6 +77,48 @@ class TextData final : public DataSource {
   double bytes_per_token_ = 0;
 };
 
+// MQAR: synthetic batches; validation uses a fixed set drawn from another seed.
+class MqarData final : public DataSource {
+ public:
+  MqarData(const RunConfig& cfg, int rank)
+      : eval_batches_(std::max<int64_t>(cfg.train.eval_batches, 1)) {
+    data::MqarOptions o;
+    o.vocab_size = cfg.model.vocab_size;
+    o.seq_len = cfg.data.seq_len;
+    o.num_pairs = cfg.data.mqar_pairs;
+    o.num_queries = cfg.data.mqar_queries;
+    o.batch_size = cfg.train.batch_size;
+    o.seed = uint64_t(cfg.train.seed);
+    data::validate(o);
+    loader_ = std::make_unique<data::MqarLoader>(o, rank);
+    data::MqarOptions v = o;
+    v.seed = o.seed + 1000003;  // held out: never seen in training
+    eval_options_ = v;
+    rank_ = rank;
+    describe_ = str_cat("MQAR: ", o.num_pairs, " key-value pairs, ", o.num_queries,
+                        " queries per sequence of ", o.seq_len, " tokens, vocab ", o.vocab_size);
+  }
+  data::Batch next() override { return loader_->next(); }
+  int64_t position() const override { return loader_->state().step; }
+  void set_position(int64_t step) override { loader_->set_state({step}); }
+  void reset_eval() override { eval_step_ = 0; }
+  bool next_eval(data::Batch& b) override {
+    if (eval_step_ >= eval_batches_) return false;
+    b = data::mqar_batch(eval_options_, eval_step_++, rank_);
+    return true;
+  }
+  int64_t vocab_size() const override { return eval_options_.vocab_size; }
+  bool reports_accuracy() const override { return true; }
+  std::string describe() const override { return describe_; }
+
+ private:
+  std::unique_ptr<data::MqarLoader> loader_;
+  data::MqarOptions eval_options_;
+  int64_t eval_batches_, eval_step_ = 0;
+  int rank_ = 0;
+  std::string describe_;
+};
+
 // Prepares RUN_DIR/data once (rank 0); later runs and resumes reuse it.
 void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   if (fs::exists(fs::path(dir) / "meta.json")) return;
@@ -100,7 +144,7 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
 
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
                                              int rank, int world_size) {
-  GDN_CHECK(cfg.data.task == "text", "data.task '", cfg.data.task, "' is not available here");
+  if (cfg.data.task == "mqar") return std::make_unique<MqarData>(cfg, rank);
   const std::string dir = data_dir_of(cfg, run_dir);
   ensure_prepared(cfg, dir, rank);
   return std::make_unique<TextData>(cfg, dir, rank, world_size);

@@ -31,6 +31,8 @@ class DataSource {
   virtual double bytes_per_token() const { return 0; }  // val split, for bits per byte
   virtual int64_t vocab_size() const = 0;               // tokens the data uses
   virtual const data::Tokenizer* tokenizer() const { return nullptr; }
+  // Whether validation reports recall accuracy (MQAR) besides the loss.
+  virtual bool reports_accuracy() const { return false; }
   virtual std::string describe() const = 0;
 };
 

@@ -17,8 +17,10 @@
 #include "optim/clip.h"
 #include "optim/param_groups.h"
 #include "optim/sgd.h"
+#include "src/data/mqar.h"
 #include "src/ops/ops.h"
 #include "src/train/flops.h"
+#include "src/train/memory_profile.h"
 #include "src/train/model_io.h"
 #if defined(GDN_WITH_CUDA)
 #include "src/core/cuda/cuda_context.h"
@@ -72,6 +74,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
   ctx.gen = &gen;
   model_ = std::make_unique<nn::CausalLM>(cfg_.model, ctx);
   model_->compute_dtype = compute;
+  model_->checkpointing = cfg_.train.checkpointing;
 
   auto groups = optim::build_param_groups(model_->named_parameters(), cfg_.train.weight_decay,
                                           cfg_.train.decay_embeddings);
@@ -146,6 +149,12 @@ double Trainer::train_step() {
 
 TrainerState Trainer::run() {
   GDN_CHECK(metrics_, "Trainer::run on a read-only trainer");
+  if (options_.profile_memory) {
+    // One step of this run's shapes on its device, before the real steps (freed after).
+    MemoryProfile p =
+        profile_training_step(cfg_, device_.str(), cfg_.train.batch_size, cfg_.data.seq_len);
+    std::fprintf(stderr, "gdn: memory of one training step:\n%s", profile_table(p).c_str());
+  }
   g_interrupted = false;
   auto previous = std::signal(SIGINT, on_sigint);
   const int64_t tokens_per_step = cfg_.train.batch_size * cfg_.train.grad_accum * cfg_.data.seq_len;
@@ -239,16 +248,26 @@ EvalStats Trainer::evaluate() {
   EvalStats s;
   data_->reset_eval();
   data::Batch b;
-  double nats = 0;
+  double nats = 0, correct = 0;
   while (data_->next_eval(b)) {
     Tensor in = ops::to_device(b.inputs, device_), tgt = ops::to_device(b.targets, device_);
-    Tensor loss = model_->loss(in, tgt);
-    const int64_t n = b.targets.numel();
-    nats += loss.item() * double(n);
+    // Weight each batch by the positions it scores (targets other than -100).
+    int64_t n = 0;
+    for (double t : b.targets.to_vector()) n += t != -100;
+    if (n == 0) continue;
+    if (data_->reports_accuracy()) {
+      Tensor logits = model_->logits(in);
+      Tensor flat = ops::cast(ops::reshape(logits, {-1, cfg_.model.vocab_size}), DType::float32);
+      nats += ops::cross_entropy(flat, ops::reshape(tgt, {-1}), -100).item() * double(n);
+      correct += data::mqar_accuracy(logits, b.targets) * double(n);
+    } else {
+      nats += model_->loss(in, tgt).item() * double(n);
+    }
     s.tokens += n;
   }
   if (s.tokens == 0) return s;
   s.loss = nats / double(s.tokens);
+  if (data_->reports_accuracy()) s.accuracy = correct / double(s.tokens);
   s.ppl = std::exp(s.loss);
   if (data_->bytes_per_token() > 0) s.bpb = s.loss / std::log(2.0) / data_->bytes_per_token();
   return s;

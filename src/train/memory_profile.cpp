@@ -1,0 +1,261 @@
+// One profiled training step.
+#include "src/train/memory_profile.h"
+
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+#include "layers/model.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/param_groups.h"
+#include "src/autograd/node.h"
+#include "src/ops/ops.h"
+
+namespace gdn::train {
+
+namespace {
+
+// The part of the model a node's scope belongs to.
+std::string block_of(const std::string& scope) {
+  const std::string prefix = "model.layers.";
+  if (scope.rfind(prefix, 0) == 0) {
+    size_t end = scope.find('.', prefix.size());
+    return scope.substr(0, end);
+  }
+  if (scope.rfind("model.embeddings", 0) == 0) return "embeddings";
+  if (scope.rfind("loss", 0) == 0 || scope.rfind("lm_head", 0) == 0 ||
+      scope.rfind("model.norm", 0) == 0)
+    return "head";
+  return scope.empty() ? "other" : scope;
+}
+
+// What kind of op saved it: projections, short_convs, kernel, norms, mlp, embeddings,
+// logits_loss, checkpoint, other.
+std::string kind_of(const std::string& scope, const std::string& op) {
+  if (op.rfind("checkpoint", 0) == 0) return "checkpoint_inputs";
+  if (scope.rfind("loss", 0) == 0 || scope.rfind("lm_head", 0) == 0) return "logits_loss";
+  if (op == "gated_delta_rule" || op == "ssd") return "kernel_residuals";
+  if (scope.find("_conv1d") != std::string::npos) return "short_convs";
+  if (scope.find(".mlp") != std::string::npos) return "mlp";
+  if (op == "rms_norm" || op == "l2_norm" || scope.find("norm") != std::string::npos)
+    return "norms";
+  if (scope.find("_proj") != std::string::npos) return "projections";
+  if (op == "embedding") return "embeddings";
+  return "gates_other";
+}
+
+}  // namespace
+
+void add_saved_activations(const Tensor& loss, MemoryProfile& prof) {
+  std::unordered_set<const Storage*> counted;
+  for (const auto& node : autograd::collect_graph({loss})) {
+    for (const Tensor& t : node->saved) {
+      if (!t.defined() || !counted.insert(t.storage().get()).second) continue;
+      if (t.storage()->category() != MemCategory::activation) continue;  // params, etc.
+      const int64_t b = int64_t(t.storage()->bytes());
+      prof.saved_total += b;
+      prof.saved_by_block[block_of(node->scope)] += b;
+      prof.saved_by_kind[kind_of(node->scope, node->op)] += b;
+    }
+  }
+}
+
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    GDN_FAIL("cannot read '", s, "' as a size (e.g. 24GiB, 512MiB, 1e9)");
+  }
+  std::string unit = s.substr(pos);
+  while (!unit.empty() && unit[0] == ' ') unit.erase(0, 1);
+  static const std::vector<std::pair<std::string, double>> units = {{"", 1},
+                                                                    {"B", 1},
+                                                                    {"KiB", 1024.0},
+                                                                    {"MiB", 1048576.0},
+                                                                    {"GiB", 1073741824.0},
+                                                                    {"TiB", 1099511627776.0},
+                                                                    {"KB", 1e3},
+                                                                    {"MB", 1e6},
+                                                                    {"GB", 1e9},
+                                                                    {"TB", 1e12},
+                                                                    {"K", 1024.0},
+                                                                    {"M", 1048576.0},
+                                                                    {"G", 1073741824.0}};
+  for (const auto& [u, m] : units)
+    if (unit == u) return int64_t(std::llround(v * m));
+  GDN_FAIL("unknown size unit '", unit, "' in '", s, "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device_name,
+                                    int64_t batch, int64_t seq) {
+  const Device dev = parse_device(device_name);
+  MemoryProfile prof;
+  prof.device = dev.str();
+  prof.batch = batch;
+  prof.seq = seq;
+  prof.dtype = cfg.train.dtype;
+  prof.checkpointing = cfg.train.checkpointing;
+  reset_peak_memory(dev);
+  const MemoryStats base = memory_stats(dev);
+  int64_t seen_peak = base.peak;
+  auto phase = [&](const char* name) {
+    MemoryStats s = memory_stats(dev);
+    prof.phase_peaks.emplace_back(name, s.peak - base.total);
+    if (s.peak > seen_peak) {
+      seen_peak = s.peak;
+      prof.peak_phase = name;
+    }
+  };
+  {
+    // The trainer's own construction: fp32 masters, compute dtype, optimizer state up front.
+    Generator gen(uint64_t(cfg.train.seed));
+    nn::InitContext ctx;
+    ctx.device = dev;
+    ctx.gen = &gen;
+    nn::CausalLM model(cfg.model, ctx);
+    model.compute_dtype = parse_dtype(cfg.train.dtype);
+    model.checkpointing = cfg.train.checkpointing;
+    prof.params = model.num_parameters();
+    optim::AdamWOptions o;
+    o.lr = cfg.train.lr;
+    optim::AdamW opt(optim::build_param_groups(model.named_parameters(), cfg.train.weight_decay,
+                                               cfg.train.decay_embeddings),
+                     o);
+    phase("setup");
+    Generator data(7);
+    Tensor ids = ops::randint({batch, seq}, 0, cfg.model.vocab_size, DType::int64, dev, &data);
+    Tensor tgt = ops::randint({batch, seq}, 0, cfg.model.vocab_size, DType::int64, dev, &data);
+    {
+      Tensor loss = model.loss(ids, tgt);
+      phase("forward");
+      add_saved_activations(loss, prof);
+      loss.backward();
+    }
+    phase("backward");
+    if (cfg.train.clip_grad_norm > 0)
+      optim::clip_grad_norm(model.parameters(), cfg.train.clip_grad_norm);
+    opt.step();
+    phase("optimizer");
+  }
+  const MemoryStats s = memory_stats(dev);
+  prof.peak_bytes = s.peak - base.total;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    prof.peak_by_category[size_t(c)] = s.at_peak[size_t(c)] - base.current[size_t(c)];
+    prof.max_by_category[size_t(c)] = s.max[size_t(c)] - base.current[size_t(c)];
+  }
+  return prof;
+}
+
+nlohmann::json profile_json(const MemoryProfile& p) {
+  nlohmann::json at_peak, maxes, phases;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    at_peak[mem_category_name(MemCategory(c))] = p.peak_by_category[size_t(c)];
+    maxes[mem_category_name(MemCategory(c))] = p.max_by_category[size_t(c)];
+  }
+  for (const auto& [n, b] : p.phase_peaks) phases[n] = b;
+  nlohmann::json j = {
+      {"params", p.params},
+      {"batch", p.batch},
+      {"seq", p.seq},
+      {"device", p.device},
+      {"dtype", p.dtype},
+      {"checkpointing", p.checkpointing},
+      {"peak_bytes", p.peak_bytes},
+      {"peak_phase", p.peak_phase},
+      {"peak_bytes_by_category", at_peak},
+      {"max_bytes_by_category", maxes},
+      {"peak_bytes_by_phase", phases},
+      {"saved_activations",
+       {{"total", p.saved_total}, {"per_block", p.saved_by_block}, {"per_kind", p.saved_by_kind}}},
+      {"allowance_bytes", p.allowance_bytes}};
+  if (p.budget_bytes > 0) {
+    j["budget_bytes"] = p.budget_bytes;
+    j["fits"] = p.fits();
+  }
+  return j;
+}
+
+std::string profile_table(const MemoryProfile& p) {
+  std::string out;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "%s parameters, batch %lld x seq %lld, %s, checkpointing %s, on %s\n",
+                std::to_string(p.params).c_str(), (long long)p.batch, (long long)p.seq,
+                p.dtype.c_str(), p.checkpointing.c_str(), p.device.c_str());
+  out += line;
+  std::snprintf(line, sizeof line, "%-12s %14s %14s\n", "category", "at peak", "own max");
+  out += line;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    std::snprintf(line, sizeof line, "%-12s %14s %14s\n", mem_category_name(MemCategory(c)),
+                  format_bytes(p.peak_by_category[size_t(c)]).c_str(),
+                  format_bytes(p.max_by_category[size_t(c)]).c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-12s %14s   (during %s)\n", "peak",
+                format_bytes(p.peak_bytes).c_str(), p.peak_phase.c_str());
+  out += line;
+  out += "saved activations by kind (" + format_bytes(p.saved_total) + " in all):\n";
+  for (const auto& [k, b] : p.saved_by_kind) {
+    std::snprintf(line, sizeof line, "  %-20s %14s\n", k.c_str(), format_bytes(b).c_str());
+    out += line;
+  }
+  out += "saved activations by block:\n";
+  // All blocks when few; else the first three, the last three and a count between.
+  const size_t nb = p.saved_by_block.size();
+  size_t i = 0;
+  for (const auto& [k, b] : p.saved_by_block) {
+    const bool show = nb <= 8 || i < 3 || i + 3 >= nb;
+    if (show) {
+      std::snprintf(line, sizeof line, "  %-20s %14s\n", k.c_str(), format_bytes(b).c_str());
+      out += line;
+    } else if (i == 3) {
+      out += "  ... (" + std::to_string(nb - 6) + " more)\n";
+    }
+    ++i;
+  }
+  if (p.budget_bytes > 0) {
+    std::snprintf(line, sizeof line, "budget %s: peak %s + allowance %s = %s -> %s\n",
+                  format_bytes(p.budget_bytes).c_str(), format_bytes(p.peak_bytes).c_str(),
+                  format_bytes(p.allowance_bytes).c_str(),
+                  format_bytes(p.peak_bytes + p.allowance_bytes).c_str(),
+                  p.fits() ? "fits" : "does NOT fit");
+    out += line;
+  }
+  return out;
+}
+
+std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int64_t seq,
+                                        int64_t budget, int64_t allowance) {
+  std::vector<FitSuggestion> out;
+  struct Variant {
+    std::string dtype, ckpt;
+  };
+  const std::vector<Variant> variants = {{"bfloat16", cfg.train.checkpointing},
+                                         {cfg.train.dtype, "kernel"},
+                                         {cfg.train.dtype, "block"},
+                                         {"bfloat16", "kernel"},
+                                         {"bfloat16", "block"}};
+  for (int64_t b = batch; b >= 1; b /= 2) {
+    for (const auto& v : variants) {
+      if (b == batch && v.dtype == cfg.train.dtype && v.ckpt == cfg.train.checkpointing) continue;
+      RunConfig c = cfg;
+      c.train.dtype = v.dtype;
+      c.train.checkpointing = v.ckpt;
+      MemoryProfile p = profile_training_step(c, "meta", b, seq);
+      FitSuggestion s;
+      s.settings = str_cat("train.dtype=", v.dtype, " train.checkpointing=", v.ckpt, " batch=", b);
+      s.peak_bytes = p.peak_bytes;
+      s.fits = p.peak_bytes + allowance <= budget;
+      out.push_back(s);
+    }
+    bool any = false;
+    for (const auto& s : out) any = any || s.fits;
+    if (any) break;  // the largest batch with a fitting setting
+  }
+  return out;
+}
+
+}  // namespace gdn::train
