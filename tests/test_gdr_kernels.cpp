@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/gdr_internal.h"
 #include "kernels/gated_delta_rule.h"
 
 namespace gdn::gdr {
@@ -358,6 +359,9 @@ TEST_P(GdrParity, MatchesFp64Reference) {
     ref_p.impl = Impl::recurrent;
     const Result ref = var.impl == Impl::ssd ? ssd_reference(p, seen) : run<double>(ref_p, seen);
     expect_close(got, ref, tol, var.impl == Impl::ssd);
+    if (var.impl == Impl::ssd) {  // no beta in ssd: its gradient is written as zeros
+      EXPECT_TRUE(std::all_of(got.dbeta.begin(), got.dbeta.end(), [](double x) { return x == 0; }));
+    }
   }
 }
 
@@ -411,6 +415,29 @@ TEST(GdrDeterminism, SameBitsAcrossThreadCounts) {
       EXPECT_EQ(r->dh0, one.dh0) << impl_name(impl);
     }
   }
+}
+
+// ---- internals ----------------------------------------------------------------------------------
+
+// The vectorised fp32 decay factors: within a few ulp of exp on [-87, 0], exactly 0 below (no
+// denormals), never inf or nan, 1 at 0.
+TEST(GdrInternals, DecayRowMatchesExp) {
+  const int n = 2400;
+  std::vector<float> G(n), out(n);
+  for (int j = 0; j < n; ++j) G[j] = 0.0371f * float(j);  // exponents 0 .. -89
+  detail::decay_row(G.data(), 0.0f, n, out.data());
+  EXPECT_EQ(out[0], 1.0f);
+  for (int j = 0; j < n; ++j) {
+    const double x = -double(G[j]), want = std::exp(x);
+    if (x > -87) {
+      EXPECT_LE(std::abs(out[j] - want) / want, 3e-7) << "x = " << x;
+    } else {
+      EXPECT_TRUE(out[j] == 0 || out[j] >= 1.1e-38f) << "x = " << x << " gives " << out[j];
+    }
+  }
+  std::vector<double> Gd(G.begin(), G.end()), outd(n);
+  detail::decay_row(Gd.data(), 0.0, n, outd.data());
+  for (int j = 0; j < n; ++j) EXPECT_EQ(outd[j], std::exp(-Gd[j]));
 }
 
 // ---- sizes, names, validation -----------------------------------------------------------------

@@ -93,7 +93,9 @@ TEST(Memory, BudgetsAndSuggestions) {
   bool any = false;
   for (const auto& f : s) {
     any = any || f.fits;
-    if (f.fits) EXPECT_LE(f.peak_bytes, budget);
+    if (f.fits) {
+      EXPECT_LE(f.peak_bytes, budget);
+    }
   }
   EXPECT_TRUE(any);
 }

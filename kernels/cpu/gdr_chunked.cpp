@@ -1,7 +1,9 @@
-// The chunked (WY / UT) gated delta rule on the CPU, as a framework would run it: batched GEMMs
-// over every (slice, chunk) and small element-wise passes, each phase over the full length, with
-// the chunk-level intermediates materialised in the workspace. Only the inter-chunk recurrence
-// (Vn and S' in the forward, dVn and dS in the backward) runs chunk after chunk, per slice.
+// The chunked (WY / UT) gated delta rule on the CPU: every chunk-level intermediate (A, W, U, Vn,
+// P, Gam and their gradients) is materialised over the full length in the workspace, and the work
+// runs as a few passes over all (slice, chunk) pairs, parallel over chunks as well as slices,
+// around the two inter-chunk recurrences (Vn, S' forward; dVn, dS backward) that run chunk after
+// chunk per slice. Each pass is chunk-major (all GEMMs of one chunk back to back, then its
+// element-wise work), so a chunk's tiles stay in cache between products.
 //
 // Residual `minimal`: the chunk-start states; the backward recomputes A, W, U, Vn, P.
 // Residual `full`: the states, then A and [W | U] of every chunk, which the backward reuses.
@@ -17,7 +19,6 @@ namespace gdn::gdr::detail {
 namespace {
 
 using cpu::gemm;
-using cpu::gemm_strided_batched;
 
 // Every buffer is [slice][NT][chunk tile]: value slices (b, hv) unless noted as key slices (b, h).
 template <typename A>
@@ -27,7 +28,8 @@ struct Buffers {
   A *v, *G, *gamma, *e, *beta;       // C x V, C each
   A *a, *p, *x, *wu, *qg, *ke, *vn;  // A, P (C x C), [Xw | Xu], [W | U], gamma Q, e K, Vn
   // backward only
-  A *d_o, *gam, *dqk, *dSloc, *dSend, *dwu, *dpb, *da, *t1, *xg, *dG, *s;
+  A *d_o, *gam, *dqk, *dSloc, *dSend, *dwu, *dpb, *da;
+  int64_t ld_vn = 0;  // Vn overwrites U in [W | U] (minimal) or has its own buffer (full)
   int64_t used = 0;
 
   Buffers(const Problem& pr, A* ws, A* residual, bool backward) {
@@ -52,7 +54,13 @@ struct Buffers {
     x = c.take(nv * C * (K + V));
     qg = c.take(nv * C * K);
     ke = c.take(nv * C * K);
-    vn = c.take(nv * C * V);
+    if (pr.residual == Residual::full) {
+      vn = c.take(nv * C * V);
+      ld_vn = V;
+    } else {
+      vn = wu ? wu + K : nullptr;
+      ld_vn = K + V;
+    }
     if (backward) {
       d_o = c.take(nv * C * V);
       gam = c.take(nv * C * C);
@@ -62,46 +70,50 @@ struct Buffers {
       dwu = c.take(nv * C * (K + V));
       dpb = c.take(nv * 2 * C * C);  // [dP (then dPG); Bsym]
       da = c.take(nv * C * C);
-      t1 = c.take(nv * C * C);
-      xg = c.take(nv * C * C);
-      dG = c.take(nv * C);
-      s = c.take(nv * C);
     }
     used = c.used();
   }
 };
 
-// One operand of a batched GEMM: the tile of chunk c of slice s is at
-// base + (slice * NT + c) * stride, slice = s or, for `key` operands, the key slice of s.
+// The tiles of value chunk i = (slice s, chunk c) and of its key chunk.
 template <typename A>
-struct Op {
-  const A* base;
-  int64_t ld, stride;
-  bool key = false;
+struct Tiles {
+  int64_t i, s, c, b, hv, t0, len, go;
+  const A *k, *qs, *KK, *QK;
+  A *v, *G, *gamma, *e, *beta, *a, *P, *x, *wu, *qg, *ke, *vn;
+  Tiles(const Problem& p, const Buffers<A>& w, int64_t index) : i(index) {
+    const int64_t C = p.chunk, K = p.K, V = p.V, NT = p.num_chunks();
+    s = i / NT;
+    c = i % NT;
+    b = s / p.HV;
+    hv = s % p.HV;
+    t0 = c * C;
+    len = std::min(C, p.T - t0);
+    go = gate_offset(p, b, t0, hv);
+    const int64_t ki = (b * p.H + hv / p.group()) * NT + c;
+    k = w.kq + ki * 2 * C * K;
+    qs = k + C * K;
+    KK = w.kqk + ki * 2 * C * C;
+    QK = KK + C * C;
+    v = w.v + i * C * V;
+    G = w.G + i * C;
+    gamma = w.gamma + i * C;
+    e = w.e + i * C;
+    beta = w.beta + i * C;
+    a = w.a + i * C * C;
+    P = w.p + i * C * C;
+    x = w.x + i * C * (K + V);
+    wu = w.wu + i * C * (K + V);
+    qg = w.qg + i * C * K;
+    ke = w.ke + i * C * K;
+    vn = w.vn + i * C * w.ld_vn;
+  }
 };
 
-// C_(s,c) = alpha op(A_(s,c)) op(B_(s,c)) + beta C_(s,c) for every value slice s and chunk c.
-template <typename A>
-void batched(const Problem& p, bool ta, bool tb, int64_t M, int64_t N, int64_t K, A alpha, Op<A> a,
-             Op<A> b, A beta, A* c, int64_t ldc, int64_t stride_c) {
-  const int64_t NT = p.num_chunks();
-  if (p.group() == 1 || !(a.key || b.key)) {  // one uniform batch over all slices and chunks
-    gemm_strided_batched(ta, tb, M, N, K, alpha, a.base, a.ld, a.stride, b.base, b.ld, b.stride,
-                         beta, c, ldc, stride_c, p.B * p.HV * NT);
-    return;
-  }
-  for (int64_t s = 0; s < p.B * p.HV; ++s) {
-    const int64_t ks = (s / p.HV) * p.H + (s % p.HV) / p.group();
-    gemm_strided_batched(ta, tb, M, N, K, alpha, a.base + (a.key ? ks : s) * NT * a.stride, a.ld,
-                         a.stride, b.base + (b.key ? ks : s) * NT * b.stride, b.ld, b.stride, beta,
-                         c + s * NT * stride_c, ldc, stride_c, NT);
-  }
-}
-
-// Loads q, k (key slices), v, gates (value slices) of every chunk, padded; [KK; QK] = [k; q] k^T.
+// Loads q, k of every key chunk, padded;  [KK; QK] = [k; q] k^T.
 template <typename T, typename A>
-void load_all(const Problem& p, const Inputs<T>& in, const Buffers<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, NT = p.num_chunks();
+void load_keys(const Problem& p, const Inputs<T>& in, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, NT = p.num_chunks();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < p.B * p.H * NT; ++i) {
     const int64_t ks = i / NT, c = i % NT, b = ks / p.H, h = ks % p.H;
@@ -109,64 +121,45 @@ void load_all(const Problem& p, const Inputs<T>& in, const Buffers<A>& w) {
     A* kq = w.kq + i * 2 * C * K;
     load_rows(in.k + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(1), kq, K);
     load_rows(in.q + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
+    gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), w.kqk + i * 2 * C * C, C);
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * NT; ++i) {
-    const int64_t s = i / NT, c = i % NT, b = s / p.HV, hv = s % p.HV;
-    const int64_t t0 = c * C, len = std::min(C, p.T - t0), go = gate_offset(p, b, t0, hv);
-    load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v + i * C * V, V);
-    load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G + i * C, w.gamma + i * C, w.e + i * C,
-               w.beta + i * C);
-  }
-  gemm_strided_batched(false, true, 2 * C, C, K, A(1), w.kq, K, 2 * C * K, w.kq, K, 2 * C * K, A(0),
-                       w.kqk, C, 2 * C * C, p.B * p.H * NT);
 }
 
-// Per chunk: M -> A = (I + M)^-1 (unless `have_a`), P = QK o Gam, X = [beta gamma K | beta V],
-// gamma Q, e K, and (when gam is given) Gam itself. Then [W | U] = A X unless `have_a`.
-template <typename A>
-void prepare_chunks(const Problem& p, const Buffers<A>& w, bool have_a, A* gam) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, NT = p.num_chunks(), KpV = K + V;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * NT; ++i) {
-    const int64_t s = i / NT, c = i % NT;
-    const int64_t ki = ((s / p.HV) * p.H + (s % p.HV) / p.group()) * NT + c;  // key chunk
-    const A* k = w.kq + ki * 2 * C * K;
-    const A* qs = k + C * K;
-    const A* KK = w.kqk + ki * 2 * C * C;
-    const A* QK = KK + C * C;
-    const A *G = w.G + i * C, *gamma = w.gamma + i * C, *e = w.e + i * C, *beta = w.beta + i * C;
-    A* a = w.a + i * C * C;
-    A* P = w.p + i * C * C;
-    A gam_local[64 * 64];
-    A* g_ij = gam ? gam + i * C * C : gam_local;
-    decay_matrix(G, C, g_ij);  // Gam, exponents <= 0
-    for (int64_t r = 0; r < C; ++r) {
-      const A* gr = g_ij + r * C;
-      if (!have_a) {
-        for (int64_t l = 0; l < r; ++l) a[r * C + l] = beta[r] * KK[r * C + l] * gr[l];
-        for (int64_t l = r; l < C; ++l) a[r * C + l] = 0;
-      }
-      for (int64_t l = 0; l < C; ++l) P[r * C + l] = QK[r * C + l] * gr[l];
-    }
+// One value chunk: loads v, the gates (and dO when d_o is given), padded; Gam (kept when gam is
+// given); unless `have_a`: M -> A = (I + M)^-1 and [W | U] = A X; always P = QK o Gam,
+// X = [beta gamma K | beta V], gamma Q, e K.
+template <typename T, typename A>
+void prepare_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, const Buffers<A>& w,
+                   const Tiles<A>& t, bool have_a, A* gam) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
+  const int64_t vo = vo_offset(p, t.b, t.t0, t.hv);
+  load_rows(in.v + vo, p.HV * V, t.len, V, C, A(1), t.v, V);
+  if (d_o) load_rows(d_o + vo, p.HV * V, t.len, V, C, A(1), w.d_o + t.i * C * V, V);
+  load_gates(in.g + t.go, in.beta + t.go, p.HV, t.len, C, t.G, t.gamma, t.e, t.beta);
+  A gam_local[64 * 64];
+  A* g_ij = gam ? gam : gam_local;
+  decay_matrix(t.G, C, g_ij);  // Gam, exponents <= 0
+  for (int64_t r = 0; r < C; ++r) {
+    const A* gr = g_ij + r * C;
     if (!have_a) {
-      A row_tmp[64];
-      invert_unit_lower(a, C, row_tmp);
+      for (int64_t l = 0; l < r; ++l) t.a[r * C + l] = t.beta[r] * t.KK[r * C + l] * gr[l];
+      for (int64_t l = r; l < C; ++l) t.a[r * C + l] = 0;
     }
-    A* x = w.x + i * C * KpV;
-    const A* v = w.v + i * C * V;
-    for (int64_t r = 0; r < C; ++r) {
-      for (int64_t l = 0; l < K; ++l) {
-        x[r * KpV + l] = beta[r] * gamma[r] * k[r * K + l];
-        w.qg[(i * C + r) * K + l] = gamma[r] * qs[r * K + l];
-        w.ke[(i * C + r) * K + l] = e[r] * k[r * K + l];
-      }
-      for (int64_t l = 0; l < V; ++l) x[r * KpV + K + l] = beta[r] * v[r * V + l];
-    }
+    for (int64_t l = 0; l < C; ++l) t.P[r * C + l] = t.QK[r * C + l] * gr[l];
   }
-  if (!have_a)
-    gemm_strided_batched(false, false, C, KpV, C, A(1), w.a, C, C * C, w.x, KpV, C * KpV, A(0),
-                         w.wu, KpV, C * KpV, p.B * p.HV * NT);
+  for (int64_t r = 0; r < C; ++r) {
+    for (int64_t l = 0; l < K; ++l) {
+      t.x[r * KpV + l] = t.beta[r] * t.gamma[r] * t.k[r * K + l];
+      t.qg[r * K + l] = t.gamma[r] * t.qs[r * K + l];
+      t.ke[r * K + l] = t.e[r] * t.k[r * K + l];
+    }
+    for (int64_t l = 0; l < V; ++l) t.x[r * KpV + K + l] = t.beta[r] * t.v[r * V + l];
+  }
+  if (!have_a) {
+    A row_tmp[64];
+    invert_unit_lower(t.a, C, row_tmp);
+    gemm(false, false, C, KpV, C, A(1), t.a, C, t.x, KpV, A(0), t.wu, KpV);
+  }
 }
 
 }  // namespace
@@ -182,11 +175,15 @@ template <typename T>
 void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
   using A = acc_t<T>;
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
+  const int64_t nv = p.B * p.HV * NT;
   const Buffers<A> w(p, out.workspace, out.residual, false);
   A* states = out.residual;
-  load_all(p, in, w);
-  prepare_chunks(p, w, false, static_cast<A*>(nullptr));
-  // The recurrence over chunks: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
+  load_keys(p, in, w);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < nv; ++i)
+    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, w, i), false,
+                  static_cast<A*>(nullptr));
+    // The recurrence over chunks: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < p.B * p.HV; ++s) {
     A* S = states + s * NT * KV;
@@ -196,28 +193,27 @@ void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs
       std::memset(S, 0, KV * sizeof(A));
     }
     for (int64_t c = 0; c < NT; ++c) {
-      const int64_t i = s * NT + c;
-      A* vn = w.vn + i * C * V;
-      const A* wu = w.wu + i * C * KpV;
-      for (int64_t r = 0; r < C; ++r) std::memcpy(vn + r * V, wu + r * KpV + K, V * sizeof(A));
-      gemm(false, false, C, V, K, A(-1), wu, KpV, S, V, A(1), vn, V);
+      const Tiles<A> t(p, w, s * NT + c);
+      if (t.vn != t.wu + K)
+        for (int64_t r = 0; r < C; ++r)
+          std::memcpy(t.vn + r * V, t.wu + r * KpV + K, V * sizeof(A));
+      gemm(false, false, C, V, K, A(-1), t.wu, KpV, S, V, A(1), t.vn, w.ld_vn);
       A* S_next = c + 1 < NT ? S + KV : (p.want_ht ? out.ht + s * KV : nullptr);
       if (!S_next) break;
-      const A gamma_c = w.gamma[i * C + C - 1];
+      const A gamma_c = t.gamma[C - 1];
       for (int64_t l = 0; l < KV; ++l) S_next[l] = gamma_c * S[l];
-      gemm(true, false, K, V, C, A(1), w.ke + i * C * K, K, vn, V, A(1), S_next, V);
+      gemm(true, false, K, V, C, A(1), t.ke, K, t.vn, w.ld_vn, A(1), S_next, V);
       S = S_next;
     }
   }
-  // O = (gamma Q) S + P Vn, into the v buffer (v is no longer needed).
-  A* o = w.v;
-  batched<A>(p, false, false, C, V, K, A(1), {w.qg, K, C * K}, {states, V, KV}, A(0), o, V, C * V);
-  batched<A>(p, false, false, C, V, C, A(1), {w.p, C, C * C}, {w.vn, V, C * V}, A(1), o, V, C * V);
+  // O = (gamma Q) S + P Vn, into the v tile (v is no longer needed).
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * NT; ++i) {
-    const int64_t s = i / NT, c = i % NT, b = s / p.HV, hv = s % p.HV, t0 = c * C;
-    store_rows(o + i * C * V, V, std::min(C, p.T - t0), V, A(1), out.o + vo_offset(p, b, t0, hv),
-               p.HV * V);
+  for (int64_t i = 0; i < nv; ++i) {
+    const Tiles<A> t(p, w, i);
+    A* o = t.v;
+    gemm(false, false, C, V, K, A(1), t.qg, K, states + i * KV, V, A(0), o, V);
+    gemm(false, false, C, V, C, A(1), t.P, C, t.vn, w.ld_vn, A(1), o, V);
+    store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.b, t.t0, t.hv), p.HV * V);
   }
 }
 
@@ -225,30 +221,24 @@ template <typename T>
 void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
   using A = acc_t<T>;
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
-  const int64_t nv = p.B * p.HV * NT;
+  const int64_t nv = p.B * p.HV * NT, ld_vn = Buffers<A>(p, nullptr, nullptr, true).ld_vn;
   const Buffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true);
   const A* states = args.residual;
-  load_all(p, in, w);
+  const bool have_a = p.residual == Residual::full;
+  load_keys(p, in, w);
+  // Recompute per chunk (A, [W | U] come from the residual under `full`), Vn = U - W S;
+  // dVn = P^T dO (+ diag(e) K dS' below), in the right columns of dWU;  dSloc = (gamma Q)^T dO.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < nv; ++i) {
-    const int64_t s = i / NT, c = i % NT, b = s / p.HV, hv = s % p.HV, t0 = c * C;
-    load_rows(args.d_o + vo_offset(p, b, t0, hv), p.HV * V, std::min(C, p.T - t0), V, C, A(1),
-              w.d_o + i * C * V, V);
+    const Tiles<A> t(p, w, i);
+    prepare_chunk(p, in, args.d_o, w, t, have_a, w.gam + i * C * C);
+    if (have_a)  // U stays in the residual: Vn gets its own buffer
+      for (int64_t r = 0; r < C; ++r) std::memcpy(t.vn + r * V, t.wu + r * KpV + K, V * sizeof(A));
+    gemm(false, false, C, V, K, A(-1), t.wu, KpV, states + i * KV, V, A(1), t.vn, ld_vn);
+    const A* d_o = w.d_o + i * C * V;
+    gemm(true, false, C, V, C, A(1), t.P, C, d_o, V, A(0), w.dwu + i * C * KpV + K, KpV);
+    gemm(true, false, K, V, C, A(1), t.qg, K, d_o, V, A(0), w.dSloc + i * KV, V);
   }
-  prepare_chunks(p, w, p.residual == Residual::full, w.gam);
-  // Vn = U - W S
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nv; ++i)
-    for (int64_t r = 0; r < C; ++r)
-      std::memcpy(w.vn + (i * C + r) * V, w.wu + (i * C + r) * KpV + K, V * sizeof(A));
-  batched<A>(p, false, false, C, V, K, A(-1), {w.wu, KpV, C * KpV}, {states, V, KV}, A(1), w.vn, V,
-             C * V);
-  // dVn = P^T dO (+ diag(e) K dS' below), into the right columns of dWU;  dSloc = (gamma Q)^T dO
-  A* dvn = w.dwu + K;
-  batched<A>(p, true, false, C, V, C, A(1), {w.p, C, C * C}, {w.d_o, V, C * V}, A(0), dvn, KpV,
-             C * KpV);
-  batched<A>(p, true, false, K, V, C, A(1), {w.qg, K, C * K}, {w.d_o, V, C * V}, A(0), w.dSloc, V,
-             KV);
   // The recurrence in reverse: dVn += diag(e) K dS';  dS = gamma_C dS' + dSloc - W^T dVn.
   // dSend[c] keeps dS' of chunk c; dSloc[c] becomes dS of chunk c (= dS' of chunk c - 1).
 #pragma omp parallel for schedule(static)
@@ -263,52 +253,41 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
       } else {
         std::memset(dSp, 0, KV * sizeof(A));
       }
-      gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn + i * C * KpV, KpV);
+      A* dvn = w.dwu + i * C * KpV + K;
+      gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn, KpV);
       A* dS = w.dSloc + i * KV;
-      gemm(true, false, K, V, C, A(-1), w.wu + i * C * KpV, KpV, dvn + i * C * KpV, KpV, A(1), dS,
-           V);
+      gemm(true, false, K, V, C, A(-1), w.wu + i * C * KpV, KpV, dvn, KpV, A(1), dS, V);
       const A gamma_c = w.gamma[i * C + C - 1];
       for (int64_t l = 0; l < KV; ++l) dS[l] += gamma_c * dSp[l];
     }
     if (p.has_h0) std::memcpy(args.dh0 + s * KV, w.dSloc + s * NT * KV, KV * sizeof(A));
   }
-  // Chunk-local products, batched over the whole length.
-  A* dkv = w.dqk + C * K;
-  batched<A>(p, false, true, C, C, V, A(1), {w.d_o, V, C * V}, {w.vn, V, C * V}, A(0), w.dpb, C,
-             2 * C * C);  // dP = dO Vn^T
-  batched<A>(p, false, true, C, K, V, A(1), {w.d_o, V, C * V}, {states, V, KV}, A(0), w.dqk, K,
-             2 * C * K);  // DS = dO S^T, into the dQ rows
-  batched<A>(p, false, true, C, K, V, A(1), {w.vn, V, C * V}, {w.dSend, V, KV}, A(0), dkv, K,
-             2 * C * K);  // Vn dS'^T, into the dK rows
-  batched<A>(p, false, true, C, K, V, A(-1), {dvn, KpV, C * KpV}, {states, V, KV}, A(0), w.dwu, KpV,
-             C * KpV);  // dW = -dVn S^T
-  batched<A>(p, false, true, C, C, KpV, A(1), {w.dwu, KpV, C * KpV}, {w.x, KpV, C * KpV}, A(0),
-             w.da, C, C * C);  // dA = [dW | dU] X^T
-  batched<A>(p, true, false, C, KpV, C, A(1), {w.a, C, C * C}, {w.dwu, KpV, C * KpV}, A(0), w.x,
-             KpV, C * KpV);  // [dXw | dXu] = A^T [dW | dU], over X
-  batched<A>(p, false, true, C, C, C, A(1), {w.da, C, C * C}, {w.a, C, C * C}, A(0), w.t1, C,
-             C * C);  // T1 = dA A^T
-  batched<A>(p, true, false, C, C, C, A(-1), {w.a, C, C * C}, {w.t1, C, C * C}, A(0), w.da, C,
-             C * C);  // dM = -A^T T1 (strict lower used)
-  // Element-wise: dG, dbeta, dv; dPG = dP o Gam; Bsym = B + B^T, B = diag(beta)(dM o Gam).
+  // Everything else is chunk-local.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < nv; ++i) {
-    const int64_t s = i / NT, c = i % NT, b = s / p.HV, hv = s % p.HV, t0 = c * C;
-    const int64_t len = std::min(C, p.T - t0), go = gate_offset(p, b, t0, hv);
-    const int64_t ki = ((s / p.HV) * p.H + (s % p.HV) / p.group()) * NT + c;
-    const A* k = w.kq + ki * 2 * C * K;
-    const A* KK = w.kqk + ki * 2 * C * C;
-    const A *gamma = w.gamma + i * C, *e = w.e + i * C, *beta = w.beta + i * C;
-    const A *gam = w.gam + i * C * C, *P = w.p + i * C * C, *dM = w.da + i * C * C;
-    const A* v = w.v + i * C * V;
-    A *dG = w.dG + i * C, *sv = w.s + i * C, *DS = w.dqk + i * 2 * C * K, *dkv = DS + C * K;
-    A *dP = w.dpb + i * 2 * C * C, *bsym = dP + C * C, *dx = w.x + i * C * KpV;
-    A* X = w.xg + i * C * C;
+    const Tiles<A> t(p, w, i);
+    const int64_t b = t.b, hv = t.hv, t0 = t.t0, len = t.len, go = t.go;
+    const A *k = t.k, *KK = t.KK, *gamma = t.gamma, *e = t.e, *beta = t.beta, *P = t.P, *v = t.v;
+    const A *S = states + i * KV, *dSp = w.dSend + i * KV, *d_o = w.d_o + i * C * V;
+    const A* gam = w.gam + i * C * C;
+    A *DS = w.dqk + i * 2 * C * K, *dkv = DS + C * K;   // [dQ; dK] of this value head
+    A *dP = w.dpb + i * 2 * C * C, *bsym = dP + C * C;  // [dP (then dPG); Bsym]
+    A *dwu = w.dwu + i * C * KpV, *dvn = dwu + K, *dM = w.da + i * C * C, *dx = t.x;
+    gemm(false, true, C, C, V, A(1), d_o, V, t.vn, ld_vn, A(0), dP, C);   // dP = dO Vn^T
+    gemm(false, true, C, K, V, A(1), d_o, V, S, V, A(0), DS, K);          // DS = dO S^T
+    gemm(false, true, C, K, V, A(1), t.vn, ld_vn, dSp, V, A(0), dkv, K);  // Vn dS'^T
+    gemm(false, true, C, K, V, A(-1), dvn, KpV, S, V, A(0), dwu, KpV);    // dW = -dVn S^T
+    gemm(false, true, C, C, KpV, A(1), dwu, KpV, t.x, KpV, A(0), dM, C);  // dA = [dW|dU] X^T
+    gemm(true, false, C, KpV, C, A(1), t.a, C, dwu, KpV, A(0), dx, KpV);  // dX = A^T [dW|dU]
+    gemm(false, true, C, C, C, A(1), dM, C, t.a, C, A(0), bsym, C);       // T1 = dA A^T
+    gemm(true, false, C, C, C, A(-1), t.a, C, bsym, C, A(0), dM, C);      // dM = -A^T T1
+    // Element-wise: dG, dbeta, dv; dPG = dP o Gam; Bsym = B + B^T, B = diag(beta)(dM o Gam).
+    A dG[64], sv[64], X[64 * 64];  // per-chunk scratch (C <= 64)
     // dG = a + rowsum(X) - colsum(X) (+ c at the end), X strictly lower: see store_gate_grad.
     for (int64_t r = 0; r < C; ++r) {
       // s_r = e_r k_r . (dS' vn_r);  dK = diag(e) Vn dS'^T;  a = (gamma q) . DS;  dQ = gamma DS
       sv[r] = e[r] * dot(dkv + r * K, k + r * K, K);
-      dG[r] = dot(w.qg + (i * C + r) * K, DS + r * K, K);
+      dG[r] = dot(t.qg + r * K, DS + r * K, K);
       for (int64_t l = 0; l < K; ++l) {
         dkv[r * K + l] *= e[r];
         DS[r * K + l] *= gamma[r];
@@ -325,11 +304,9 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
       if (r < len)
         store_rows(dxw + K, KpV, 1, V, beta[r], args.dv + vo_offset(p, b, t0 + r, hv), V);
       bsym[r * C + r] = 0;
-      for (int64_t l = 0; l < C; ++l) {
-        // X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
-        if (l < r) X[r * C + l] = dP[r * C + l] * P[r * C + l];
-        dP[r * C + l] *= gam[r * C + l];
-      }
+      // X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
+      for (int64_t l = 0; l < r; ++l) X[r * C + l] = dP[r * C + l] * P[r * C + l];
+      for (int64_t l = 0; l < C; ++l) dP[r * C + l] *= gam[r * C + l];
       for (int64_t l = 0; l < r; ++l) {
         // dbeta += rowsum(dM o Gam o KK);  X += dM o M
         const A dmg = dM[r * C + l] * gam[r * C + l];
@@ -343,15 +320,12 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
     // dG -= s, and at the chunk end + sum(s) + gamma_C <S, dS'>: s joins X's last row.
     for (int64_t l = 0; l + 1 < C; ++l) X[(C - 1) * C + l] += sv[l];
     A col[64];
-    store_gate_grad(dG, X, gamma[C - 1] * dot(states + i * KV, w.dSend + i * KV, KV), len, C, col,
-                    args.dg + go, p.HV);
+    store_gate_grad(dG, X, gamma[C - 1] * dot(S, dSp, KV), len, C, col, args.dg + go, p.HV);
     for (int64_t r = 0; r < len; ++r) args.dbeta[go + r * p.HV] = from_acc<T>(dbeta[r]);
+    // [dQ; dK] += [dPG; Bsym] K;  dK += dPG^T Q  (k, q of the key head)
+    gemm(false, false, 2 * C, K, C, A(1), dP, C, k, K, A(1), DS, K);
+    gemm(true, false, C, K, C, A(1), dP, C, t.qs, K, A(1), dkv, K);
   }
-  // [dQ; dK] += [dPG; Bsym] K;  dK += dPG^T Q  (per value head; k, q from the key slice)
-  batched<A>(p, false, false, 2 * C, K, C, A(1), {w.dpb, C, 2 * C * C}, {w.kq, K, 2 * C * K, true},
-             A(1), w.dqk, K, 2 * C * K);
-  batched<A>(p, true, false, C, K, C, A(1), {w.dpb, C, 2 * C * C},
-             {w.kq + C * K, K, 2 * C * K, true}, A(1), dkv, K, 2 * C * K);
   // Sum over the value heads of each group, in order: dq = scale sum_j dQ_j, dk = sum_j dK_j.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < p.B * p.H * NT; ++i) {

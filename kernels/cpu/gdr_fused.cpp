@@ -148,10 +148,11 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
         A* ai = w.a + i * C;
         A* pi = P + i * C;
         const A* kki = w.kqk + i * C;
+        A* d = w.row_tmp;  // Gam_ij, j < i
+        decay_row(w.G, w.G[i], i, d);
         for (int64_t j = 0; j < i; ++j) {
-          const A d = std::exp(w.G[i] - w.G[j]);
-          ai[j] = w.beta[i] * kki[j] * d;
-          pi[j] *= d;
+          ai[j] = w.beta[i] * kki[j] * d[j];
+          pi[j] *= d[j];
         }
         for (int64_t j = i; j < C; ++j) ai[j] = 0;
         for (int64_t j = i + 1; j < C; ++j) pi[j] = 0;
@@ -217,12 +218,12 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
         load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
         decay_matrix(w.G, C, w.gam);
         // Recompute: M (strict lower) -> A = (I + M)^-1, P = (Q K^T) o Gam, [W | U], Vn.
-        for (int64_t i = 0; i < C; ++i)
-          for (int64_t l = 0; l < C; ++l) {
-            const A gil = w.gam[i * C + l];
-            w.a[i * C + l] = l < i ? w.beta[i] * KK[i * C + l] * gil : A(0);
-            w.p[i * C + l] = QK[i * C + l] * gil;
-          }
+        for (int64_t i = 0; i < C; ++i) {
+          const A* gi = w.gam + i * C;
+          for (int64_t l = 0; l < i; ++l) w.a[i * C + l] = w.beta[i] * KK[i * C + l] * gi[l];
+          for (int64_t l = i; l < C; ++l) w.a[i * C + l] = 0;
+          for (int64_t l = 0; l < C; ++l) w.p[i * C + l] = QK[i * C + l] * gi[l];
+        }
         invert_unit_lower(w.a, C, w.row_tmp);
         form_x(C, K, V, k, w.v, V, w.beta, w.gamma, w.x);
         gemm(false, false, C, KpV, C, A(1), w.a, C, w.x, KpV, A(0), w.wu, KpV);
@@ -261,11 +262,10 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
         // dP = dO Vn^T;  X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
         A* dpg = w.dpb;
         gemm(false, true, C, C, V, A(1), w.d_o, V, vn, KpV, A(0), dpg, C);
-        for (int64_t i = 0; i < C; ++i)
-          for (int64_t l = 0; l < C; ++l) {
-            if (l < i) w.xg[i * C + l] = dpg[i * C + l] * w.p[i * C + l];
-            dpg[i * C + l] *= w.gam[i * C + l];
-          }
+        for (int64_t i = 0; i < C; ++i) {
+          for (int64_t l = 0; l < i; ++l) w.xg[i * C + l] = dpg[i * C + l] * w.p[i * C + l];
+          for (int64_t l = 0; l < C; ++l) dpg[i * C + l] *= w.gam[i * C + l];
+        }
         // dK += dPG^T Q  (dQ += dPG K comes with the symmetric dM term below)
         gemm(true, false, C, K, C, A(1), dpg, C, qs, K, A(1), dk, K);
         // dW = -dVn S^T (dU = dVn);  dA = [dW | dU] X^T;  [dXw | dXu] = A^T [dW | dU]

@@ -101,7 +101,9 @@ void ssd_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>&
       load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
       // P = (Q K^T) o Gam (lower, diagonal included)
       for (int64_t i = 0; i < C; ++i) {
-        for (int64_t j = 0; j <= i; ++j) w.qk[i * C + j] *= std::exp(w.G[i] - w.G[j]);
+        A* d = w.o;  // Gam_ij, j <= i (o is written later)
+        decay_row(w.G, w.G[i], i + 1, d);
+        for (int64_t j = 0; j <= i; ++j) w.qk[i * C + j] *= d[j];
         for (int64_t j = i + 1; j < C; ++j) w.qk[i * C + j] = 0;
       }
       // O = (gamma Q) S + P V
@@ -190,11 +192,10 @@ void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& 
           for (int64_t l = 0; l < K; ++l) dk[i * K + l] += w.e[i] * w.tmp[i * K + l];
         // dP = dO V^T;  X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
         gemm(false, true, C, C, V, A(1), w.d_o, V, w.v, V, A(0), w.dp, C);
-        for (int64_t i = 0; i < C; ++i)
-          for (int64_t l = 0; l < C; ++l) {
-            if (l < i) w.xg[i * C + l] = w.dp[i * C + l] * w.p[i * C + l];
-            w.dp[i * C + l] *= w.gam[i * C + l];
-          }
+        for (int64_t i = 0; i < C; ++i) {
+          for (int64_t l = 0; l < i; ++l) w.xg[i * C + l] = w.dp[i * C + l] * w.p[i * C + l];
+          for (int64_t l = 0; l < C; ++l) w.dp[i * C + l] *= w.gam[i * C + l];
+        }
         // dQ += dPG K;  dK += dPG^T Q
         gemm(false, false, C, K, C, A(1), w.dp, C, k, K, A(1), dq, K);
         gemm(true, false, C, K, C, A(1), w.dp, C, qs, K, A(1), dk, K);

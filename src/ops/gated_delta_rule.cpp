@@ -8,20 +8,38 @@
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gdr_cuda.h"
+#endif
 
 namespace gdn::ops {
 
 namespace {
 
-DType acc_dtype(DType d) { return d == DType::float64 ? DType::float64 : DType::float32; }
+DType acc_dtype(DType d) {
+  return d == DType::float64 ? DType::float64 : DType::float32;
+}
 
-#define GDN_DISPATCH_GDR(DT, ...)                                                          \
-  switch (DT) {                                                                            \
-    case DType::float32: { using scalar_t = float; __VA_ARGS__; break; }                   \
-    case DType::float64: { using scalar_t = double; __VA_ARGS__; break; }                  \
-    case DType::bfloat16: { using scalar_t = bf16; __VA_ARGS__; break; }                   \
-    default: GDN_FAIL("gated_delta_rule: inputs must be float32, bfloat16 or float64, got ", \
-                      dtype_name(DT));                                                     \
+#define GDN_DISPATCH_GDR(DT, ...)                                                     \
+  switch (DT) {                                                                       \
+    case DType::float32: {                                                            \
+      using scalar_t = float;                                                         \
+      __VA_ARGS__;                                                                    \
+      break;                                                                          \
+    }                                                                                 \
+    case DType::float64: {                                                            \
+      using scalar_t = double;                                                        \
+      __VA_ARGS__;                                                                    \
+      break;                                                                          \
+    }                                                                                 \
+    case DType::bfloat16: {                                                           \
+      using scalar_t = bf16;                                                          \
+      __VA_ARGS__;                                                                    \
+      break;                                                                          \
+    }                                                                                 \
+    default:                                                                          \
+      GDN_FAIL("gated_delta_rule: inputs must be float32, bfloat16 or float64, got ", \
+               dtype_name(DT));                                                       \
   }
 
 Tensor workspace(int64_t elems, DType dtype, Device device) {
@@ -49,7 +67,9 @@ class GatedDeltaRuleFn final : public autograd::Function {
       if (dev.is_cpu()) {
         GDN_DISPATCH_GDR(q.dtype(), {
           using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
+                                     k.data<scalar_t>(),
+                                     v.data<scalar_t>(),
                                      g.data<scalar_t>(),
                                      beta.defined() ? beta.data<scalar_t>() : nullptr,
                                      h0.defined() ? h0.data<A>() : nullptr};
@@ -58,8 +78,28 @@ class GatedDeltaRuleFn final : public autograd::Function {
                                              residual.data<A>(), ws.data<A>()};
           gdr::forward_cpu<scalar_t>(p_, args, outs);
         });
-      } else {
-        GDN_CPU_ONLY_YET(dev, "gated_delta_rule");
+      } else if (dev.is_cuda()) {
+#if defined(GDN_WITH_CUDA)
+        // The CUDA kernels keep their own scratch (kernels/cuda/gdr_cuda.h; `fused` runs as
+        // `chunked` for now): a larger workspace than the one sized above when they need it.
+        const int64_t ws_cuda = gdr::cuda_forward_workspace_elems(p_);
+        Tensor ws_c = ws_cuda > ws.numel() ? workspace(ws_cuda, ad, dev) : ws;
+        GDN_DISPATCH_GDR(q.dtype(), {
+          using A = acc_t<scalar_t>;
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
+                                     k.data<scalar_t>(),
+                                     v.data<scalar_t>(),
+                                     g.data<scalar_t>(),
+                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
+                                     h0.defined() ? h0.data<A>() : nullptr};
+          gdr::ForwardOutputs<scalar_t> outs{o.data<scalar_t>(),
+                                             ht.defined() ? ht.data<A>() : nullptr,
+                                             residual.data<A>(), ws_c.data<A>()};
+          gdr::forward_cuda<scalar_t>(p_, args, outs, detail::stream_of(dev));
+        });
+#else
+        GDN_FAIL("gated_delta_rule: gdn was built without CUDA");
+#endif
       }
     }
     ctx.save_for_backward({q, k, v, g, beta, h0, residual});
@@ -75,9 +115,8 @@ class GatedDeltaRuleFn final : public autograd::Function {
                  &residual = s[6];
     const Device dev = q.device();
     const DType dt = q.dtype(), ad = acc_dtype(dt);
-    Tensor d_o = grads[0].defined() ? contiguous(cast(grads[0], dt)) : zeros(
-                                                                          {p_.B, p_.T, p_.HV, p_.V},
-                                                                          dt, dev);
+    Tensor d_o = grads[0].defined() ? contiguous(cast(grads[0], dt))
+                                    : zeros({p_.B, p_.T, p_.HV, p_.V}, dt, dev);
     Tensor dht = grads.size() > 1 && grads[1].defined() ? contiguous(cast(grads[1], ad)) : Tensor();
     Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
     Tensor dv = empty(v.shape(), dt, dev), dg = empty(g.shape(), dt, dev);
@@ -88,7 +127,9 @@ class GatedDeltaRuleFn final : public autograd::Function {
       if (dev.is_cpu()) {
         GDN_DISPATCH_GDR(dt, {
           using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
+                                     k.data<scalar_t>(),
+                                     v.data<scalar_t>(),
                                      g.data<scalar_t>(),
                                      beta.defined() ? beta.data<scalar_t>() : nullptr,
                                      h0.defined() ? h0.data<A>() : nullptr};
@@ -105,8 +146,34 @@ class GatedDeltaRuleFn final : public autograd::Function {
           b.dh0 = dh0.defined() ? dh0.data<A>() : nullptr;
           gdr::backward_cpu<scalar_t>(p_, args, b);
         });
-      } else {
-        GDN_CPU_ONLY_YET(dev, "gated_delta_rule backward");
+      } else if (dev.is_cuda()) {
+#if defined(GDN_WITH_CUDA)
+        const int64_t ws_cuda = gdr::cuda_backward_workspace_elems(p_);  // the CUDA scratch
+        Tensor ws_c = ws_cuda > ws.numel() ? workspace(ws_cuda, ad, dev) : ws;
+        GDN_DISPATCH_GDR(dt, {
+          using A = acc_t<scalar_t>;
+          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
+                                     k.data<scalar_t>(),
+                                     v.data<scalar_t>(),
+                                     g.data<scalar_t>(),
+                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
+                                     h0.defined() ? h0.data<A>() : nullptr};
+          gdr::BackwardArgs<scalar_t> b;
+          b.d_o = d_o.data<scalar_t>();
+          b.dht = dht.defined() ? dht.data<A>() : nullptr;
+          b.residual = residual.data<A>();
+          b.workspace = ws_c.data<A>();
+          b.dq = dq.data<scalar_t>();
+          b.dk = dk.data<scalar_t>();
+          b.dv = dv.data<scalar_t>();
+          b.dg = dg.data<scalar_t>();
+          b.dbeta = dbeta.defined() ? dbeta.data<scalar_t>() : nullptr;
+          b.dh0 = dh0.defined() ? dh0.data<A>() : nullptr;
+          gdr::backward_cuda<scalar_t>(p_, args, b, detail::stream_of(dev));
+        });
+#else
+        GDN_FAIL("gated_delta_rule backward: gdn was built without CUDA");
+#endif
       }
     }
     return {dq, dk, dv, dg, dbeta, dh0};
@@ -151,8 +218,7 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
   p.want_ht = opt.output_final_state;
   if (h0.defined()) {
     GDN_CHECK(h0.shape() == Shape({p.B, p.HV, p.K, p.V}), "gated_delta_rule: h0 ",
-              shape_str(h0.shape()), " must be [B, HV, K, V] = ",
-              shape_str({p.B, p.HV, p.K, p.V}));
+              shape_str(h0.shape()), " must be [B, HV, K, V] = ", shape_str({p.B, p.HV, p.K, p.V}));
     GDN_CHECK(h0.dtype() == acc_dtype(q.dtype()), "gated_delta_rule: h0 must be ",
               dtype_name(acc_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " inputs, got ",
               dtype_name(h0.dtype()));
@@ -170,8 +236,12 @@ GdrOutput gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, co
   const bool ssd = opt.impl == gdr::Impl::ssd;
   gdr::Problem p = gdr_problem(q, k, v, g, beta, opt, h0);
   auto fn = std::make_shared<GatedDeltaRuleFn>(p);
-  std::vector<Tensor> in{contiguous(q), contiguous(k), contiguous(v), contiguous(g),
-                         ssd ? Tensor() : contiguous(beta), h0.defined() ? contiguous(h0) : h0};
+  std::vector<Tensor> in{contiguous(q),
+                         contiguous(k),
+                         contiguous(v),
+                         contiguous(g),
+                         ssd ? Tensor() : contiguous(beta),
+                         h0.defined() ? contiguous(h0) : h0};
   auto outs = autograd::apply(fn, in);
   GdrOutput r;
   r.o = outs[0];

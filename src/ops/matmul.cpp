@@ -1,11 +1,17 @@
 // Matrix products through BLAS: matmul with broadcast batch dims and linear (x W^T + b).
 // Backward: dA = dC B^T, dB = A^T dC (summed over broadcast batch dims).
 // Operands whose last two dims are a row-major or transposed matrix are passed to BLAS as
-// they are (no copy); bf16/fp16 are widened to fp32 for the product.
+// they are (no copy). On the CPU bf16/fp16 are widened to fp32 for the product; on CUDA cuBLAS
+// reads them directly and accumulates in fp32 (rounded once at the end either way). The CUDA
+// path takes the same row-major MatrixOperands; kernels/cuda/gemm_mapping.h turns them into
+// cuBLAS's column-major arguments (C^T = B^T A^T: operands swapped), in that one place.
 #include "kernels/cpu/gemm.h"
 #include "src/autograd/node.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gemm.h"
+#endif
 
 namespace gdn::ops {
 
@@ -68,6 +74,16 @@ void run_gemm(const MatrixOperand& a, const MatrixOperand& b, Tensor& out, int64
                                batch);
 }
 
+#if defined(GDN_WITH_CUDA)
+template <typename T>
+void run_gemm_cuda(const MatrixOperand& a, const MatrixOperand& b, Tensor& out, int64_t batch,
+                   int64_t M, int64_t N, int64_t K) {
+  cuda::gemm_strided_batched<T>(a.trans, b.trans, M, N, K, 1.0, a.t.data<T>(), a.ld, a.batch_stride,
+                                b.t.data<T>(), b.ld, b.batch_stride, 0.0, out.data<T>(), N, M * N,
+                                batch, detail::stream_of(out.device()));
+}
+#endif
+
 // out [batch_shape, M, N] = a [.., M, K] @ b [.., K, N] with a, b already expanded.
 Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, int64_t M, int64_t N,
                   int64_t K) {
@@ -77,8 +93,17 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, in
   const Device dev = a.device();
   Tensor out = empty(out_shape, a.dtype(), dev);
   if (dev.is_meta() || out.numel() == 0) return out;
-  GDN_CPU_ONLY_YET(dev, "matmul");
   const int64_t batch = shape_numel(batch_shape);
+  if (dev.is_cuda()) {  // every floating dtype as it is
+#if defined(GDN_WITH_CUDA)
+    auto A = as_operand(a, batch, M, K);
+    auto B = as_operand(b, batch, K, N);
+    GDN_DISPATCH_FLOATING(a.dtype(), "matmul", run_gemm_cuda<scalar_t>(A, B, out, batch, M, N, K));
+    return out;
+#else
+    GDN_FAIL("matmul: gdn was built without CUDA");
+#endif
+  }
   if (a.dtype() == DType::float32 || a.dtype() == DType::float64) {
     auto A = as_operand(a, batch, M, K);
     auto B = as_operand(b, batch, K, N);

@@ -1,15 +1,34 @@
 // Neural-network ops with fused forward/backward kernels: softmax, cross-entropy, embedding,
 // RMSNorm, L2 norm, causal depthwise conv1d. The math of each backward is next to its kernel
-// in kernels/cpu/.
+// in kernels/cpu/; the CUDA kernels (kernels/cuda/) keep the same contracts. On CUDA the ops
+// read device memory from the host only for the bad-index checks of cross_entropy and embedding
+// (one int64 copied back).
+#include <algorithm>
+
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/nn.h"  // a plain header: its scratch sizes are used in every build
 #include "src/autograd/node.h"
+#include "src/core/allocator.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/reduce.h"
+#endif
 
 namespace gdn::ops {
 
+using detail::stream_of;
+
 namespace {
+
+// Scratch of a CUDA kernel (tagged workspace; freed after the call, in stream order); none
+// on other devices.
+Tensor cuda_scratch(Device dev, int64_t elems, DType dtype) {
+  if (!dev.is_cuda()) return Tensor();
+  MemoryCategoryScope cat(MemCategory::workspace);
+  return empty({std::max<int64_t>(elems, 1)}, dtype, dev);
+}
 
 DType acc_dtype(DType d) {
   return d == DType::float64 ? DType::float64 : DType::float32;
@@ -47,24 +66,31 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
     Tensor t = transpose(a, d, -1);
     return transpose(softmax_impl(t, -1, log), d, -1);
   }
-  GDN_CPU_ONLY_YET(a.device(), name);
   Tensor x = rows_of(a);
-  Tensor y = empty(a.shape(), a.dtype(), a.device());
+  const Device dev = a.device();
+  Tensor y = empty(a.shape(), a.dtype(), dev);
   const int64_t n = num_rows(a), cols = a.dim() ? a.size(-1) : 1;
-  if (a.device().is_cpu())
-    GDN_DISPATCH_FLOATING(a.dtype(), name,
-                          cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log));
+  GDN_DISPATCH_FLOATING(
+      a.dtype(), name,
+      GDN_RUN_ON_DEVICE(dev, name,
+                        cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log),
+                        cuda::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log,
+                                           stream_of(dev))));
   if (autograd::needs_grad({a}))
     autograd::record(
         name, {a}, y, {y.detach()},
         [log, n, cols, name](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
-          Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
-          if (dx.device().is_cpu())
-            GDN_DISPATCH_FLOATING(
-                dx.dtype(), name,
-                cpu::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
-                                           dx.data<scalar_t>(), n, cols, log));
+          const Device dev = s[0].device();
+          Tensor dx = empty(s[0].shape(), s[0].dtype(), dev);
+          GDN_DISPATCH_FLOATING(
+              dx.dtype(), name,
+              GDN_RUN_ON_DEVICE(
+                  dev, name,
+                  cpu::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
+                                             dx.data<scalar_t>(), n, cols, log),
+                  cuda::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
+                                              dx.data<scalar_t>(), n, cols, log, stream_of(dev))));
           return std::vector<Tensor>{dx};
         });
   return y;
@@ -85,21 +111,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   GDN_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
             "cross_entropy: logits ", shape_str(logits.shape()), " ([N, V]) and targets ",
             shape_str(targets.shape()), " ([N])");
-  GDN_CPU_ONLY_YET(logits.device(), "cross_entropy");
   const int64_t n = logits.size(0), v = logits.size(1);
   const DType ad = acc_dtype(logits.dtype());
+  const Device dev = logits.device();
   Tensor x = rows_of(logits), t = contiguous(targets.detach());
-  Tensor lse = empty({n}, ad, logits.device());
-  Tensor stats = empty({2}, ad, logits.device());  // {loss, count}
-  if (logits.device().is_cpu()) {
+  Tensor lse = empty({n}, ad, dev);
+  Tensor stats = empty({2}, ad, dev);  // {loss, count}
+  if (!dev.is_meta()) {
     int64_t bad = -1;
+    Tensor row_loss = cuda_scratch(dev, n, ad), bad_dev = cuda_scratch(dev, 1, DType::int64);
     GDN_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", {
       using A = acc_t<scalar_t>;
       GDN_DISPATCH_INDEX(
           t.dtype(), "cross_entropy",
-          cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
-                                     lse.data<A>(), stats.data<A>(), &bad));
+          GDN_RUN_ON_DEVICE(
+              dev, "cross_entropy",
+              cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
+                                         lse.data<A>(), stats.data<A>(), &bad),
+              cuda::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
+                                          lse.data<A>(), row_loss.data<A>(), stats.data<A>(),
+                                          bad_dev.data<int64_t>(), stream_of(dev))));
     });
+    if (dev.is_cuda()) bad = int64_t(bad_dev.item());  // the one value read back
     GDN_CHECK(bad < 0, "cross_entropy: target ", int64_t(t.to_vector()[size_t(bad)]), " at row ",
               bad, " is outside the vocabulary [0, ", v, ")");
   }
@@ -110,15 +143,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
         [n, v, ignore_index](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           const Tensor &x = s[0], &t = s[1], &lse = s[2], &stats = s[3];
           Tensor dl = contiguous(cast(g[0], lse.dtype()));
-          Tensor dx = empty(x.shape(), x.dtype(), x.device());
-          if (x.device().is_cpu()) {
+          const Device dev = x.device();
+          Tensor dx = empty(x.shape(), x.dtype(), dev);
+          if (!dev.is_meta()) {
             GDN_DISPATCH_FLOATING(x.dtype(), "cross_entropy backward", {
               using A = acc_t<scalar_t>;
               GDN_DISPATCH_INDEX(
                   t.dtype(), "cross_entropy",
-                  cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(), lse.data<A>(),
-                                              stats.data<A>(), dl.data<A>(), n, v, ignore_index,
-                                              dx.data<scalar_t>()));
+                  GDN_RUN_ON_DEVICE(
+                      dev, "cross_entropy backward",
+                      cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(),
+                                                  lse.data<A>(), stats.data<A>(), dl.data<A>(), n,
+                                                  v, ignore_index, dx.data<scalar_t>()),
+                      cuda::cross_entropy_backward(
+                          x.data<scalar_t>(), t.data<index_t>(), lse.data<A>(), stats.data<A>(),
+                          dl.data<A>(), n, v, ignore_index, dx.data<scalar_t>(), stream_of(dev))));
             });
           }
           return std::vector<Tensor>{dx, Tensor()};
@@ -130,37 +169,50 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   detail::common_device("embedding", {weight, indices});
   GDN_CHECK(weight.dim() == 2, "embedding: weight must be [V, D], got ", shape_str(weight.shape()));
-  GDN_CPU_ONLY_YET(weight.device(), "embedding");
   const int64_t v = weight.size(0), d = weight.size(1), n = indices.numel();
   Shape out_shape = indices.shape();
   out_shape.push_back(d);
+  const Device dev = weight.device();
   Tensor w = contiguous(weight.detach()), idx = contiguous(indices.detach());
-  Tensor out = empty(out_shape, weight.dtype(), weight.device());
-  if (weight.device().is_cpu()) {
+  Tensor out = empty(out_shape, weight.dtype(), dev);
+  if (!dev.is_meta()) {
     int64_t bad = -1;
+    Tensor bad_dev = cuda_scratch(dev, 1, DType::int64);
     GDN_DISPATCH_FLOATING(
         weight.dtype(), "embedding",
-        GDN_DISPATCH_INDEX(idx.dtype(), "embedding",
-                           cpu::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
-                                                  out.data<scalar_t>(), &bad)));
+        GDN_DISPATCH_INDEX(
+            idx.dtype(), "embedding",
+            GDN_RUN_ON_DEVICE(dev, "embedding",
+                              cpu::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v,
+                                                     d, out.data<scalar_t>(), &bad),
+                              cuda::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v,
+                                                      d, out.data<scalar_t>(),
+                                                      bad_dev.data<int64_t>(), stream_of(dev)))));
+    if (dev.is_cuda()) bad = int64_t(bad_dev.item());  // the one value read back
     GDN_CHECK(bad < 0, "embedding: index ", int64_t(idx.to_vector()[size_t(bad)]), " at position ",
               bad, " is outside the table [0, ", v, ")");
   }
   if (autograd::needs_grad({weight}))
-    autograd::record("embedding", {weight, indices}, out, {idx},
-                     [v, d, n, dtype = weight.dtype()](const std::vector<Tensor>& g,
-                                                       const std::vector<Tensor>& s) {
-                       Tensor gc = contiguous(g[0]);
-                       Tensor dw = empty({v, d}, dtype, gc.device());
-                       if (dw.device().is_cpu())
-                         GDN_DISPATCH_FLOATING(
-                             dtype, "embedding backward",
-                             GDN_DISPATCH_INDEX(
-                                 s[0].dtype(), "embedding",
-                                 cpu::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(),
-                                                         n, v, d, dw.data<scalar_t>())));
-                       return std::vector<Tensor>{dw, Tensor()};
-                     });
+    autograd::record(
+        "embedding", {weight, indices}, out, {idx},
+        [v, d, n, dtype = weight.dtype()](const std::vector<Tensor>& g,
+                                          const std::vector<Tensor>& s) {
+          Tensor gc = contiguous(g[0]);
+          const Device dev = gc.device();
+          Tensor dw = empty({v, d}, dtype, dev);
+          if (!dev.is_meta())
+            GDN_DISPATCH_FLOATING(
+                dtype, "embedding backward",
+                GDN_DISPATCH_INDEX(
+                    s[0].dtype(), "embedding",
+                    GDN_RUN_ON_DEVICE(
+                        dev, "embedding backward",
+                        cpu::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
+                                                dw.data<scalar_t>()),
+                        cuda::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
+                                                 dw.data<scalar_t>(), stream_of(dev)))));
+          return std::vector<Tensor>{dw, Tensor()};
+        });
   return out;
 }
 
@@ -173,63 +225,83 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     GDN_CHECK(weight.dim() == 1 && weight.size(0) == d, "rms_norm: weight ",
               shape_str(weight.shape()), " for input ", shape_str(x.shape()));
   }
-  GDN_CPU_ONLY_YET(x.device(), "rms_norm");
   Tensor xc = rows_of(x);
   Tensor w = weight.defined() ? contiguous(weight.detach()) : Tensor();
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  Tensor rstd = empty({n}, acc_dtype(x.dtype()), x.device());
-  if (x.device().is_cpu())
-    GDN_DISPATCH_FLOATING(x.dtype(), "rms_norm", {
-      using A = acc_t<scalar_t>;
-      cpu::rms_norm_forward(xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr, n, d,
-                            eps, y.data<scalar_t>(), rstd.data<A>());
-    });
+  const Device dev = x.device();
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  Tensor rstd = empty({n}, acc_dtype(x.dtype()), dev);
+  GDN_DISPATCH_FLOATING(x.dtype(), "rms_norm", {
+    using A = acc_t<scalar_t>;
+    const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+    GDN_RUN_ON_DEVICE(dev, "rms_norm",
+                      cpu::rms_norm_forward(xc.data<scalar_t>(), wp, n, d, eps, y.data<scalar_t>(),
+                                            rstd.data<A>()),
+                      cuda::rms_norm_forward(xc.data<scalar_t>(), wp, n, d, eps, y.data<scalar_t>(),
+                                             rstd.data<A>(), stream_of(dev)));
+  });
   if (autograd::needs_grad({x, weight}))
-    autograd::record("rms_norm", {x, weight}, y, {xc, w, rstd},
-                     [n, d, want_w = weight.defined() && weight.requires_grad()](
-                         const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-                       const Tensor &xc = s[0], &w = s[1], &rstd = s[2];
-                       Tensor gc = contiguous(g[0]);
-                       Tensor dx = empty(xc.shape(), xc.dtype(), xc.device());
-                       Tensor dw = want_w ? empty({d}, xc.dtype(), xc.device()) : Tensor();
-                       if (dx.device().is_cpu())
-                         GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
-                           using A = acc_t<scalar_t>;
-                           cpu::rms_norm_backward(
-                               xc.data<scalar_t>(), w.defined() ? w.data<scalar_t>() : nullptr,
-                               rstd.data<A>(), gc.data<scalar_t>(), n, d, dx.data<scalar_t>(),
-                               want_w ? dw.data<scalar_t>() : nullptr);
-                         });
-                       return std::vector<Tensor>{dx, dw};
-                     });
+    autograd::record(
+        "rms_norm", {x, weight}, y, {xc, w, rstd},
+        [n, d, want_w = weight.defined() && weight.requires_grad()](const std::vector<Tensor>& g,
+                                                                    const std::vector<Tensor>& s) {
+          const Tensor &xc = s[0], &w = s[1], &rstd = s[2];
+          Tensor gc = contiguous(g[0]);
+          const Device dev = xc.device();
+          Tensor dx = empty(xc.shape(), xc.dtype(), dev);
+          Tensor dw = want_w ? empty({d}, xc.dtype(), dev) : Tensor();
+          Tensor ws = want_w
+                          ? cuda_scratch(dev, cuda::rms_norm_backward_workspace(n, d), rstd.dtype())
+                          : Tensor();
+          GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
+            using A = acc_t<scalar_t>;
+            const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+            scalar_t* dwp = want_w ? dw.data<scalar_t>() : nullptr;
+            GDN_RUN_ON_DEVICE(
+                dev, "rms_norm backward",
+                cpu::rms_norm_backward(xc.data<scalar_t>(), wp, rstd.data<A>(), gc.data<scalar_t>(),
+                                       n, d, dx.data<scalar_t>(), dwp),
+                cuda::rms_norm_backward(xc.data<scalar_t>(), wp, rstd.data<A>(),
+                                        gc.data<scalar_t>(), n, d, dx.data<scalar_t>(), dwp,
+                                        want_w ? ws.data<A>() : nullptr, stream_of(dev)));
+          });
+          return std::vector<Tensor>{dx, dw};
+        });
   return y;
 }
 
 Tensor l2_norm(const Tensor& x, double eps) {
   detail::check_floating("l2_norm", x);
-  GDN_CPU_ONLY_YET(x.device(), "l2_norm");
   const int64_t d = x.size(-1), n = num_rows(x);
   Tensor xc = rows_of(x);
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  Tensor rn = empty({n}, acc_dtype(x.dtype()), x.device());
-  if (x.device().is_cpu())
-    GDN_DISPATCH_FLOATING(x.dtype(), "l2_norm", {
-      using A = acc_t<scalar_t>;
-      cpu::l2_norm_forward(xc.data<scalar_t>(), n, d, eps, y.data<scalar_t>(), rn.data<A>());
-    });
+  const Device dev = x.device();
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  Tensor rn = empty({n}, acc_dtype(x.dtype()), dev);
+  GDN_DISPATCH_FLOATING(x.dtype(), "l2_norm", {
+    using A = acc_t<scalar_t>;
+    GDN_RUN_ON_DEVICE(
+        dev, "l2_norm",
+        cpu::l2_norm_forward(xc.data<scalar_t>(), n, d, eps, y.data<scalar_t>(), rn.data<A>()),
+        cuda::l2_norm_forward(xc.data<scalar_t>(), n, d, eps, y.data<scalar_t>(), rn.data<A>(),
+                              stream_of(dev)));
+  });
   if (autograd::needs_grad({x}))
-    autograd::record("l2_norm", {x}, y, {y.detach(), rn},
-                     [n, d](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-                       Tensor gc = contiguous(g[0]);
-                       Tensor dx = empty(s[0].shape(), s[0].dtype(), s[0].device());
-                       if (dx.device().is_cpu())
-                         GDN_DISPATCH_FLOATING(dx.dtype(), "l2_norm backward", {
-                           using A = acc_t<scalar_t>;
-                           cpu::l2_norm_backward(s[0].data<scalar_t>(), s[1].data<A>(),
-                                                 gc.data<scalar_t>(), n, d, dx.data<scalar_t>());
-                         });
-                       return std::vector<Tensor>{dx};
-                     });
+    autograd::record(
+        "l2_norm", {x}, y, {y.detach(), rn},
+        [n, d](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          Tensor gc = contiguous(g[0]);
+          const Device dev = s[0].device();
+          Tensor dx = empty(s[0].shape(), s[0].dtype(), dev);
+          GDN_DISPATCH_FLOATING(dx.dtype(), "l2_norm backward", {
+            using A = acc_t<scalar_t>;
+            GDN_RUN_ON_DEVICE(
+                dev, "l2_norm backward",
+                cpu::l2_norm_backward(s[0].data<scalar_t>(), s[1].data<A>(), gc.data<scalar_t>(), n,
+                                      d, dx.data<scalar_t>()),
+                cuda::l2_norm_backward(s[0].data<scalar_t>(), s[1].data<A>(), gc.data<scalar_t>(),
+                                       n, d, dx.data<scalar_t>(), stream_of(dev)));
+          });
+          return std::vector<Tensor>{dx};
+        });
   return y;
 }
 
@@ -245,28 +317,40 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
   GDN_CHECK(x.dim() == 3 && weight.dim() == 2 && weight.size(0) == x.size(2),
             "causal_conv1d: input ", shape_str(x.shape()), " ([B, T, C]) and weight ",
             shape_str(weight_in.shape()), " ([C, W])");
-  GDN_CPU_ONLY_YET(x.device(), "causal_conv1d");
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2), k = weight.size(1);
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cpu())
-    GDN_DISPATCH_FLOATING(x.dtype(), "causal_conv1d",
-                          cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
-                                                     c, k, y.data<scalar_t>()));
+  const Device dev = x.device();
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  GDN_DISPATCH_FLOATING(
+      x.dtype(), "causal_conv1d",
+      GDN_RUN_ON_DEVICE(dev, "causal_conv1d",
+                        cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
+                                                   c, k, y.data<scalar_t>()),
+                        cuda::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
+                                                    c, k, y.data<scalar_t>(), stream_of(dev))));
   if (autograd::needs_grad({x, weight}))
     autograd::record(
         "causal_conv1d", {x, weight}, y, {xc, wc},
         [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
             const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
-          Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), s[0].device()) : Tensor();
-          Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), s[1].device()) : Tensor();
-          if (gc.device().is_cpu())
-            GDN_DISPATCH_FLOATING(
-                gc.dtype(), "causal_conv1d backward",
-                cpu::causal_conv1d_backward(
+          const Device dev = gc.device();
+          Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
+          Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
+          Tensor ws = gw ? cuda_scratch(dev, cuda::causal_conv1d_backward_workspace(b, t, c, k),
+                                        acc_dtype(gc.dtype()))
+                         : Tensor();
+          GDN_DISPATCH_FLOATING(gc.dtype(), "causal_conv1d backward", {
+            scalar_t* dxp = gx ? dx.data<scalar_t>() : nullptr;
+            scalar_t* dwp = gw ? dw.data<scalar_t>() : nullptr;
+            GDN_RUN_ON_DEVICE(
+                dev, "causal_conv1d backward",
+                cpu::causal_conv1d_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
+                                            gc.data<scalar_t>(), b, t, c, k, dxp, dwp),
+                cuda::causal_conv1d_backward(
                     s[0].data<scalar_t>(), s[1].data<scalar_t>(), gc.data<scalar_t>(), b, t, c, k,
-                    gx ? dx.data<scalar_t>() : nullptr, gw ? dw.data<scalar_t>() : nullptr));
+                    dxp, dwp, gw ? ws.data<acc_t<scalar_t>>() : nullptr, stream_of(dev)));
+          });
           return std::vector<Tensor>{dx, dw};
         });
   return y;

@@ -6,8 +6,13 @@
 #include "src/autograd/node.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/reduce.h"
+#endif
 
 namespace gdn::ops {
+
+using detail::stream_of;
 
 namespace {
 
@@ -62,17 +67,19 @@ Arranged arrange(const Tensor& a, const std::vector<int64_t>& dims) {
 Tensor reduce_raw(cpu::Reduce op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
                   Tensor* argmax, const char* name) {
   detail::check_floating(name, a);
-  GDN_CPU_ONLY_YET(a.device(), name);
   Shape out_shape = reduced_shape(a.shape(), dims, keepdim);
   Arranged ar = arrange(a, dims);
-  Tensor out = empty(out_shape, a.dtype(), a.device());
-  if (argmax) *argmax = empty(out_shape, DType::int64, a.device());
-  if (a.device().is_cpu()) {
-    GDN_DISPATCH_FLOATING(
-        a.dtype(), name,
-        cpu::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner, out.data<scalar_t>(),
-                    argmax ? argmax->data<int64_t>() : nullptr));
-  }
+  const Device dev = a.device();
+  Tensor out = empty(out_shape, a.dtype(), dev);
+  if (argmax) *argmax = empty(out_shape, DType::int64, dev);
+  int64_t* arg = argmax ? argmax->data<int64_t>() : nullptr;
+  GDN_DISPATCH_FLOATING(
+      a.dtype(), name,
+      GDN_RUN_ON_DEVICE(dev, name,
+                        cpu::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner,
+                                    out.data<scalar_t>(), arg),
+                        cuda::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner,
+                                     out.data<scalar_t>(), arg, stream_of(dev))));
   return out;
 }
 
@@ -127,22 +134,26 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   Tensor argmax;
   Tensor out = reduce_raw(cpu::Reduce::max, a, {d}, keepdim, &argmax, "max");
   if (autograd::needs_grad({a})) {
-    autograd::record("max", {a}, out, {argmax},
-                     [d, shape = a.shape(), dtype = a.dtype()](const std::vector<Tensor>& g,
-                                                               const std::vector<Tensor>& s) {
-                       int64_t outer = 1, r = shape[d], inner = 1;
-                       for (int64_t i = 0; i < d; ++i) outer *= shape[i];
-                       for (int64_t i = d + 1; i < int64_t(shape.size()); ++i) inner *= shape[i];
-                       Tensor gc = contiguous(g[0]);
-                       Tensor dx = empty(shape, dtype, g[0].device());
-                       if (dx.device().is_cpu()) {
-                         GDN_DISPATCH_FLOATING(
-                             dtype, "max backward",
-                             cpu::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(),
-                                                      outer, r, inner, dx.data<scalar_t>()));
-                       }
-                       return std::vector<Tensor>{dx};
-                     });
+    autograd::record(
+        "max", {a}, out, {argmax},
+        [d, shape = a.shape(), dtype = a.dtype()](const std::vector<Tensor>& g,
+                                                  const std::vector<Tensor>& s) {
+          int64_t outer = 1, r = shape[d], inner = 1;
+          for (int64_t i = 0; i < d; ++i) outer *= shape[i];
+          for (int64_t i = d + 1; i < int64_t(shape.size()); ++i) inner *= shape[i];
+          Tensor gc = contiguous(g[0]);
+          const Device dev = g[0].device();
+          Tensor dx = empty(shape, dtype, dev);
+          GDN_DISPATCH_FLOATING(
+              dtype, "max backward",
+              GDN_RUN_ON_DEVICE(
+                  dev, "max backward",
+                  cpu::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r,
+                                           inner, dx.data<scalar_t>()),
+                  cuda::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r,
+                                            inner, dx.data<scalar_t>(), stream_of(dev))));
+          return std::vector<Tensor>{dx};
+        });
   }
   return out;
 }

@@ -1,8 +1,10 @@
 // One profiled training step.
 #include "src/train/memory_profile.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <unordered_set>
 
 #include "layers/model.h"
@@ -46,6 +48,25 @@ std::string kind_of(const std::string& scope, const std::string& op) {
 }
 
 }  // namespace
+
+bool NaturalLess::operator()(const std::string& a, const std::string& b) const {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      const long long x = std::stoll(a.substr(i, ie - i)), y = std::stoll(b.substr(j, je - j));
+      if (x != y) return x < y;
+      i = ie, j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
 
 void add_saved_activations(const Tensor& loss, MemoryProfile& prof) {
   std::unordered_set<const Storage*> counted;
@@ -230,6 +251,7 @@ std::string profile_table(const MemoryProfile& p) {
 std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int64_t seq,
                                         int64_t budget, int64_t allowance) {
   std::vector<FitSuggestion> out;
+  std::set<std::string> tried;
   struct Variant {
     std::string dtype, ckpt;
   };
@@ -241,12 +263,15 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
   for (int64_t b = batch; b >= 1; b /= 2) {
     for (const auto& v : variants) {
       if (b == batch && v.dtype == cfg.train.dtype && v.ckpt == cfg.train.checkpointing) continue;
+      const std::string settings =
+          str_cat("train.dtype=", v.dtype, " train.checkpointing=", v.ckpt, " batch=", b);
+      if (!tried.insert(settings).second) continue;
       RunConfig c = cfg;
       c.train.dtype = v.dtype;
       c.train.checkpointing = v.ckpt;
       MemoryProfile p = profile_training_step(c, "meta", b, seq);
       FitSuggestion s;
-      s.settings = str_cat("train.dtype=", v.dtype, " train.checkpointing=", v.ckpt, " batch=", b);
+      s.settings = settings;
       s.peak_bytes = p.peak_bytes;
       s.fits = p.peak_bytes + allowance <= budget;
       out.push_back(s);

@@ -16,6 +16,11 @@
 
 namespace gdn::train {
 
+// Orders "model.layers.10" after "model.layers.9" (digits compared as numbers).
+struct NaturalLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+
 struct MemoryProfile {
   std::string device;
   int64_t params = 0, batch = 0, seq = 0;
@@ -26,8 +31,8 @@ struct MemoryProfile {
   std::array<int64_t, kNumMemCategories> max_by_category{};   // each category's own maximum
   std::vector<std::pair<std::string, int64_t>> phase_peaks;   // peak reached in each phase
   int64_t saved_total = 0;
-  std::map<std::string, int64_t> saved_by_block;  // "model.layers.0", "embeddings", "head"
-  std::map<std::string, int64_t> saved_by_kind;   // projections, short_convs, kernel, ...
+  std::map<std::string, int64_t, NaturalLess> saved_by_block;  // "model.layers.0", "head", ...
+  std::map<std::string, int64_t> saved_by_kind;  // projections, short_convs, kernel, ...
   int64_t allowance_bytes = 0;  // CUDA context and library workspaces, added for budgets
   int64_t budget_bytes = 0;     // 0: none given
   bool fits() const { return peak_bytes + allowance_bytes <= budget_bytes; }

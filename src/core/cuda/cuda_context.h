@@ -13,6 +13,7 @@ void synchronize(int index);
 void memcpy_h2d(void* dst, const void* src, size_t bytes, int index);
 void memcpy_d2h(void* dst, const void* src, size_t bytes, int index);
 void memcpy_d2d(void* dst, const void* src, size_t bytes, int index);
-void* cublas_handle(int index);  // cublasHandle_t bound to current_stream(index)
+void* cublas_handle(int index);      // cublasHandle_t bound to current_stream(index)
+std::string device_name(int index);  // e.g. "NVIDIA H200"
 
 }  // namespace gdn::cuda

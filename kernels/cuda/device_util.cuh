@@ -1,0 +1,95 @@
+// Device helpers shared by the CUDA kernels of reduce.cu, nn.cu, gemm.cu and gdr_*.cu: error
+// checks that throw (kernels know nothing of src/core), exp in the accumulator type, and
+// deterministic warp and block reductions (a fixed tree, never atomics: the same input gives the
+// same bits on every run).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/numeric.h"
+
+namespace gdn::cuda {
+
+inline cudaStream_t as_stream(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
+
+// Throws std::runtime_error naming the failing expression and CUDA's message.
+#define GDN_KCUDA_CHECK(expr)                                                          \
+  do {                                                                                 \
+    cudaError_t gdn_kerr_ = (expr);                                                    \
+    if (gdn_kerr_ != cudaSuccess)                                                      \
+      throw std::runtime_error(std::string("CUDA error in ") + #expr + ": " +          \
+                               cudaGetErrorString(gdn_kerr_) + " (" + __FILE__ + ":" + \
+                               std::to_string(__LINE__) + ")");                        \
+  } while (0)
+
+// After a launch: reports a bad launch configuration at the call that made it.
+#define GDN_KCUDA_LAUNCHED(what) GDN_KCUDA_CHECK(cudaPeekAtLastError())
+
+__device__ __forceinline__ float acc_exp(float x) {
+  return expf(x);
+}
+__device__ __forceinline__ double acc_exp(double x) {
+  return exp(x);
+}
+__device__ __forceinline__ float acc_log(float x) {
+  return logf(x);
+}
+__device__ __forceinline__ double acc_log(double x) {
+  return log(x);
+}
+__device__ __forceinline__ float acc_rsqrt(float x) {
+  return 1.0f / sqrtf(x);
+}
+__device__ __forceinline__ double acc_rsqrt(double x) {
+  return 1.0 / sqrt(x);
+}
+
+// Sum over the 32 lanes of a warp (butterfly, a fixed order); every lane gets the result.
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// Sum over the block (blockDim.x a power of two <= kMaxBlock), a fixed tree in shared memory
+// `shm` (blockDim.x elements); every thread gets the result. All threads must call it.
+template <typename A>
+__device__ A block_sum(A v, A* shm) {
+  const unsigned t = threadIdx.x;
+  shm[t] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) shm[t] += shm[t + s];
+    __syncthreads();
+  }
+  const A r = shm[0];
+  __syncthreads();  // shm may be reused right after
+  return r;
+}
+
+// Max over the block with std::max's rule (a < b ? b : a): NaN never wins a comparison, as on the
+// CPU, whose softmax max skips NaN (the NaN still reaches the sum of exponentials).
+template <typename A>
+__device__ A block_max(A v, A* shm) {
+  const unsigned t = threadIdx.x;
+  shm[t] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) {
+      const A o = shm[t + s];
+      if (shm[t] < o) shm[t] = o;
+    }
+    __syncthreads();
+  }
+  const A r = shm[0];
+  __syncthreads();
+  return r;
+}
+
+constexpr int kMaxBlock = 256;  // the largest block the reductions above are used with
+
+}  // namespace gdn::cuda

@@ -1,0 +1,94 @@
+// The chunked (WY / UT) gated delta rule's forward on CUDA: the CPU algorithm of
+// kernels/cpu/gdr_chunked.cpp with cuBLAS strided-batched GEMMs over every chunk tile and small
+// element-wise kernels (gdr_chunked.cuh). Only the inter-chunk recurrence runs chunk after
+// chunk, each step one batched GEMM over the value slices:
+//   Vn = U - W S;   S' = gamma_C S + (e K)^T Vn;   then   O = (gamma Q) S + P Vn.
+// Residual `minimal`: the chunk-start states; `full`: also A and [W | U] (written in place).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/gdr_chunked.cuh"
+
+namespace gdn::gdr::cuda_detail {
+
+namespace {
+
+// states[s, chunk 0] = h0 (or 0).
+template <typename A>
+__global__ void init_states_kernel(Dims d, const A* h0, A* states) {
+  const int64_t KV = d.K * d.V;
+  GDN_GRID_LOOP(e, d.B * d.HV * KV) {
+    const int64_t s = e / KV, x = e % KV;
+    states[s * d.NT * KV + x] = h0 ? h0[e] : A(0);
+  }
+}
+
+// next[s] = gamma_C(s, c) * S[s, c]; the GEMM adds (e K)^T Vn after.
+template <typename A>
+__global__ void decay_state_kernel(Dims d, int64_t c, const A* gamma, const A* states, A* next,
+                                   int64_t next_stride) {
+  const int64_t KV = d.K * d.V;
+  GDN_GRID_LOOP(e, d.B * d.HV * KV) {
+    const int64_t s = e / KV, x = e % KV, i = s * d.NT + c;
+    next[s * next_stride + x] = gamma[i * d.C + d.C - 1] * states[i * KV + x];
+  }
+}
+
+// out.o = the real rows of every O tile.
+template <typename T, typename A>
+__global__ void store_o_kernel(Dims d, const A* o, T* out) {
+  const int64_t C = d.C, V = d.V;
+  GDN_GRID_LOOP(e, d.B * d.HV * d.NT * C * V) {
+    const int64_t i = e / (C * V), r = (e / V) % C, l = e % V;
+    const int64_t s = i / d.NT, t = (i % d.NT) * C + r;
+    if (t < d.T) out[d.vo(s / d.HV, t, s % d.HV) + l] = from_acc<T>(o[e]);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                     cudaStream_t stream) {
+  using A = acc_t<T>;
+  const Dims d = dims_of(p);
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
+  const int64_t nv = p.B * p.HV * NT, slices = p.B * p.HV;
+  const ChunkedBuffers<A> w(p, out.workspace, out.residual, false);
+  A* states = out.residual;
+  load_all(d, in, w, stream);
+  prepare_chunks(d, w, false, static_cast<A*>(nullptr), stream);
+  copy_u(d, w, stream);
+  init_states_kernel<A><<<grid_1d(slices * KV, kThreads), kThreads, 0, stream>>>(d, in.h0, states);
+  GDN_KCUDA_LAUNCHED("gdr chunked init states");
+  for (int64_t c = 0; c < NT; ++c) {
+    // Vn = U - W S
+    at_chunk<A>(d, c, false, false, C, V, K, -1.0, {w.wu, KpV, C * KpV}, {states, V, KV}, 1.0, w.vn,
+                V, C * V, stream);
+    A* next = c + 1 < NT ? states + (c + 1) * KV : (p.want_ht ? out.ht : nullptr);
+    if (!next) break;
+    const int64_t next_stride = c + 1 < NT ? NT * KV : KV;
+    // S' = gamma_C S + (e K)^T Vn
+    decay_state_kernel<A><<<grid_1d(slices * KV, kThreads), kThreads, 0, stream>>>(
+        d, c, w.gamma, states, next, next_stride);
+    GDN_KCUDA_LAUNCHED("gdr chunked decay state");
+    gemm_strided_batched<A>(true, false, K, V, C, 1.0, w.ke + c * C * K, K, NT * C * K,
+                            w.vn + c * C * V, V, NT * C * V, 1.0, next, V, next_stride, slices,
+                            stream);
+  }
+  // O = (gamma Q) S + P Vn, into the v buffer (v is no longer needed).
+  A* o = w.v;
+  batched<A>(d, false, false, C, V, K, 1.0, {w.qg, K, C * K}, {states, V, KV}, 0.0, o, V, C * V,
+             stream);
+  batched<A>(d, false, false, C, V, C, 1.0, {w.p, C, C * C}, {w.vn, V, C * V}, 1.0, o, V, C * V,
+             stream);
+  store_o_kernel<T, A><<<grid_1d(nv * C * V, kThreads), kThreads, 0, stream>>>(d, o, out.o);
+  GDN_KCUDA_LAUNCHED("gdr chunked store o");
+}
+
+int64_t chunked_workspace(const Problem& p, bool backward) {
+  return ChunkedBuffers<float>(p, nullptr, nullptr, backward).used;
+}
+
+GDN_GDR_CUDA_INSTANTIATE_FWD(chunked_forward, cudaStream_t)
+
+}  // namespace gdn::gdr::cuda_detail

@@ -1,0 +1,172 @@
+// Shared pieces of the CUDA gated delta rule (gdr_recurrent.cu, gdr_chunked*.cu, gdr_ssd.cu,
+// gdr_dispatch.cu): problem sizes as a plain struct kernels can take by value, the time-major
+// offsets of gated_delta_rule.h, block-wide helpers (a small row-major GEMM, the in-chunk gate
+// gradient), the scratch layouts (the CPU kernels' carving, so workspace sizes are shared), and
+// the entry points of each implementation.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/gdr_internal.h"  // Carver, states_elems, the CPU workspace sizes
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/kernel_math.h"
+#include "kernels/cuda/launch_math.h"
+#include "kernels/gated_delta_rule.h"
+
+namespace gdn::gdr::cuda_detail {
+
+using namespace ::gdn::cuda;  // device_util.cuh: reductions, acc_exp, checks
+using detail::Carver;
+using detail::full_a_elems;
+using detail::full_wu_elems;
+using detail::states_elems;
+
+// Problem sizes for device code; NT chunks of C steps, G value heads per key head.
+struct Dims {
+  int64_t B, T, H, HV, K, V, C, NT, G;
+  double scale;
+  __host__ __device__ int64_t qk(int64_t b, int64_t t, int64_t h) const {
+    return ((b * T + t) * H + h) * K;
+  }
+  __host__ __device__ int64_t vo(int64_t b, int64_t t, int64_t hv) const {
+    return ((b * T + t) * HV + hv) * V;
+  }
+  __host__ __device__ int64_t gate(int64_t b, int64_t t, int64_t hv) const {
+    return (b * T + t) * HV + hv;
+  }
+  // The key slice (b * H + h) of value slice s = b * HV + hv.
+  __host__ __device__ int64_t key_slice(int64_t s) const { return (s / HV) * H + (s % HV) / G; }
+};
+
+inline Dims dims_of(const Problem& p) {
+  return Dims{p.B, p.T, p.H, p.HV, p.K, p.V, p.chunk, p.num_chunks(), p.group(), p.scale};
+}
+
+// C[M, N] = alpha op(A) op(B) + beta C, row-major, by the whole block: each thread owns outputs
+// tid, tid + blockDim, ... and sums its dot product in index order (deterministic). C must not
+// alias A or B; C is not read when beta == 0. Ends with __syncthreads().
+template <typename A>
+__device__ void block_gemm(bool ta, bool tb, int M, int N, int K, A alpha, const A* a, int lda,
+                           const A* b, int ldb, A beta, A* c, int ldc) {
+  for (int idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
+    const int i = idx / N, j = idx % N;
+    A acc = 0;
+    for (int l = 0; l < K; ++l)
+      acc += (ta ? a[l * lda + i] : a[i * lda + l]) * (tb ? b[j * ldb + l] : b[l * ldb + j]);
+    c[i * ldc + j] = beta == A(0) ? alpha * acc : alpha * acc + beta * c[i * ldc + j];
+  }
+  __syncthreads();
+}
+
+// dg of one padded chunk (the CPU's store_gate_grad, same summation order): with
+//   dG_i = a_i + rowsum(X)_i - colsum(X)_i (+ c at i = C-1), X strictly lower, G the cumsum of g,
+//   dg_t = sum_{i >= t} a_i + c + sum_{j < t} sum_{i >= t} X_ij   (kernel_math.h: gate_grad_at),
+// summed directly (the row and column sums cancel under strong decay). Thread t < C writes dg_t
+// when t < rows; no synchronisation inside.
+template <typename T, typename A>
+__device__ void gate_grad_store(const A* a, const A* X, A c, int rows, int C, T* dg,
+                                int64_t stride) {
+  const int t = threadIdx.x;
+  if (t < C && t < rows) dg[t * stride] = from_acc<T>(gate_grad_at(t, a, X, c, C));
+}
+
+// Offsets (Acc elements, 16-element aligned) of the recurrent backward's per-key-slice scratch:
+// the states after each step of one chunk (C x K x V), dS, and the fp32 dq, dk of the whole
+// sequence summed over the group (the step vectors live in shared memory).
+struct RecurrentBackwardLayout {
+  int64_t states, dS, dq, dk, per_slice;
+  explicit RecurrentBackwardLayout(const Problem& p) {
+    Carver<float> c(nullptr);
+    auto take = [&](int64_t n) {
+      const int64_t at = c.used();
+      c.take(n);
+      return at;
+    };
+    states = take(p.chunk * p.K * p.V);
+    dS = take(p.K * p.V);
+    dq = take(p.T * p.K);
+    dk = take(p.T * p.K);
+    per_slice = c.used();
+  }
+};
+
+// Offsets of the ssd backward's per-key-slice scratch (the tiles of kernels/cpu/gdr_ssd.cpp's
+// backward, one chunk of one key slice at a time).
+struct SsdBackwardLayout {
+  int64_t kq, qk, v, G, gamma, e, qg, dqk, d_o, dG, s, gam, p, ke, DS, dv, dp, xg, col, tmp, dS_new,
+      dS, per_slice;
+  explicit SsdBackwardLayout(const Problem& pr) {
+    const int64_t C = pr.chunk, K = pr.K, V = pr.V;
+    Carver<float> c(nullptr);
+    auto take = [&](int64_t n) {
+      const int64_t at = c.used();
+      c.take(n);
+      return at;
+    };
+    kq = take(2 * C * K);
+    qk = take(C * C);
+    v = take(C * V);
+    G = take(C);
+    gamma = take(C);
+    e = take(C);
+    qg = take(C * K);
+    dqk = take(2 * C * K);
+    d_o = take(C * V);
+    dG = take(C);
+    s = take(C);
+    gam = take(C * C);
+    p = take(C * C);
+    ke = take(C * K);
+    DS = take(C * K);
+    dv = take(C * V);
+    dp = take(C * C);
+    xg = take(C * C);
+    col = take(C);
+    tmp = take(C * K);
+    dS_new = take(K * V);
+    dS = take(pr.group() * K * V);
+    per_slice = c.used();
+  }
+};
+
+// Workspace (Acc elements) of each implementation; forward_cuda's of recurrent and ssd is 0.
+int64_t chunked_workspace(const Problem& p, bool backward);
+int64_t recurrent_backward_workspace(const Problem& p);
+int64_t ssd_backward_workspace(const Problem& p);
+
+// Entry points; inputs were validated by gdr_dispatch.cu. The forward of `recurrent` also serves
+// `ssd` (ssd = true: no delta rule), whose backward is its own chunked kernel.
+template <typename T>
+void recurrent_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                       bool ssd, cudaStream_t stream);
+template <typename T>
+void recurrent_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                        cudaStream_t stream);
+template <typename T>
+void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                     cudaStream_t stream);
+template <typename T>
+void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                      cudaStream_t stream);
+template <typename T>
+void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                  cudaStream_t stream);
+
+#define GDN_GDR_CUDA_INSTANTIATE_FWD(name, ...)                                                    \
+  template void name<float>(const Problem&, const Inputs<float>&, const ForwardOutputs<float>&,    \
+                            __VA_ARGS__);                                                          \
+  template void name<double>(const Problem&, const Inputs<double>&, const ForwardOutputs<double>&, \
+                             __VA_ARGS__);                                                         \
+  template void name<bf16>(const Problem&, const Inputs<bf16>&, const ForwardOutputs<bf16>&,       \
+                           __VA_ARGS__);
+#define GDN_GDR_CUDA_INSTANTIATE_BWD(name)                                                       \
+  template void name<float>(const Problem&, const Inputs<float>&, const BackwardArgs<float>&,    \
+                            cudaStream_t);                                                       \
+  template void name<double>(const Problem&, const Inputs<double>&, const BackwardArgs<double>&, \
+                             cudaStream_t);                                                      \
+  template void name<bf16>(const Problem&, const Inputs<bf16>&, const BackwardArgs<bf16>&,       \
+                           cudaStream_t);
+
+}  // namespace gdn::gdr::cuda_detail

@@ -1,0 +1,238 @@
+// The recurrent gated delta rule on CUDA: the readable reference, step by step, fp32 state (fp64
+// for fp64 inputs), any K, V <= 256.
+//
+// Forward: the columns of S evolve independently (u_j = beta (v_j - S[:, j] . k) and the update
+// S[:, j] += k u_j touch column j only), so one warp owns one column of one (b, value head) and
+// keeps it in registers, lane l holding rows l, l + 32, ... (K <= 32 * kRowsPerLane); the two dot
+// products per step are warp butterflies. A block is kWarps columns of one slice. The state at
+// the start of every chunk goes to the residual (the CPU recurrent's layout); `ssd` (no delta
+// rule: u = v) uses the same kernel.
+//
+// Backward: one block per (b, key head), the value heads of the group in order (so dq, dk are
+// summed over the group in a fixed order, in the workspace, in fp32), chunks in reverse. A chunk
+// first recomputes its per-step states from the saved chunk-start state into the workspace (column
+// by column, one thread per column), then runs the step backward in reverse:
+//   o = S_t^T q:          dq += scale S_t do;   dS += q do^T
+//   u = beta (v - r), r = (alpha S_prev)^T k:   dk += beta dS (v - r);  du = dS^T k
+//   dbeta = du . (v - r);  dv = beta du;  dr = -beta du;  dk += alpha S_prev dr
+//   dS += k dr^T;  dg = alpha <S_prev, dS>;  dS_prev = alpha dS
+// Row sums (over V, for dq and dk) are warp butterflies with one warp per row; column sums (over
+// K) one thread per column; scalars (dbeta, dg) a block tree. No atomics.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/gdr_common.cuh"
+
+namespace gdn::gdr::cuda_detail {
+
+namespace {
+
+constexpr int kWarps = 8;        // columns per forward block
+constexpr int kRowsPerLane = 8;  // K <= 32 * 8
+constexpr int kBwdThreads = 256;
+constexpr int kBwdWarps = kBwdThreads / 32;
+constexpr int kMaxDim = 256;
+
+template <typename T, bool kSsd>
+__global__ void __launch_bounds__(kWarps * 32)
+    forward_kernel(Dims d, Inputs<T> in, T* o, acc_t<T>* ht, acc_t<T>* states) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t s = blockIdx.x, j = int64_t(blockIdx.y) * kWarps + warp;
+  if (j >= d.V) return;  // a whole warp; no block-level synchronisation below
+  const int64_t b = s / d.HV, hv = s % d.HV, h = hv / d.G, KV = d.K * d.V;
+  const A scale = A(d.scale);
+  A S[kRowsPerLane];
+#pragma unroll
+  for (int i = 0; i < kRowsPerLane; ++i) {
+    const int64_t a = lane + 32 * i;
+    S[i] = (a < d.K && in.h0) ? in.h0[s * KV + a * d.V + j] : A(0);
+  }
+  for (int64_t t = 0; t < d.T; ++t) {
+    if (t % d.C == 0) {
+      A* dst = states + (s * d.NT + t / d.C) * KV;
+#pragma unroll
+      for (int i = 0; i < kRowsPerLane; ++i)
+        if (lane + 32 * i < d.K) dst[(lane + 32 * i) * d.V + j] = S[i];
+    }
+    const T* qt = in.q + d.qk(b, t, h);
+    const T* kt = in.k + d.qk(b, t, h);
+    const int64_t gi = d.gate(b, t, hv);
+    const A alpha = acc_exp(to_acc(in.g[gi]));
+    A kr[kRowsPerLane];
+    A dot = 0;  // (alpha S)[:, j] . k
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      const int64_t a = lane + 32 * i;
+      kr[i] = a < d.K ? to_acc(kt[a]) : A(0);
+      S[i] *= alpha;
+      if constexpr (!kSsd) dot += kr[i] * S[i];
+    }
+    A u = to_acc(in.v[d.vo(b, t, hv) + j]);
+    if constexpr (!kSsd) u = to_acc(in.beta[gi]) * (u - warp_sum(dot));
+    A out = 0;  // S[:, j] . (scale q)
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      const int64_t a = lane + 32 * i;
+      S[i] += kr[i] * u;
+      out += (a < d.K ? scale * to_acc(qt[a]) : A(0)) * S[i];
+    }
+    out = warp_sum(out);
+    if (lane == 0) o[d.vo(b, t, hv) + j] = from_acc<T>(out);
+  }
+  if (ht) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i)
+      if (lane + 32 * i < d.K) ht[s * KV + (lane + 32 * i) * d.V + j] = S[i];
+  }
+}
+
+// Sum over j < V of x[j] y[j] by one warp (lanes stride j, then a butterfly).
+template <typename A>
+__device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lane) {
+  A acc = 0;
+  for (int64_t j = lane; j < V; j += 32) acc += x[j] * y[j];
+  return warp_sum(acc);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBwdThreads)
+    backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, RecurrentBackwardLayout L) {
+  using A = acc_t<T>;
+  __shared__ A q[kMaxDim], k[kMaxDim], vr[kMaxDim], d_o[kMaxDim], du[kMaxDim], dr[kMaxDim];
+  __shared__ A red[kBwdThreads];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t kh = blockIdx.x, b = kh / d.H, h = kh % d.H;
+  const int64_t K = d.K, V = d.V, KV = K * V, C = d.C, NT = d.NT;
+  const A scale = A(d.scale);
+  A* ws = args.workspace + kh * L.per_slice;
+  A *states = ws + L.states, *dS = ws + L.dS, *dq = ws + L.dq, *dk = ws + L.dk;
+  for (int64_t e = tid; e < d.T * K; e += blockDim.x) dq[e] = dk[e] = A(0);
+  __syncthreads();
+  for (int64_t hv = h * d.G; hv < (h + 1) * d.G; ++hv) {
+    const int64_t s = b * d.HV + hv;
+    for (int64_t e = tid; e < KV; e += blockDim.x) dS[e] = args.dht ? args.dht[s * KV + e] : A(0);
+    __syncthreads();
+    for (int64_t c = NT - 1; c >= 0; --c) {
+      const int64_t t0 = c * C, len = min(C, d.T - t0);
+      const A* S0 = args.residual + (s * NT + c) * KV;
+      // Recompute states[i] = S after step t0 + i (column j by thread j).
+      for (int64_t j = tid; j < V; j += blockDim.x) {
+        for (int64_t i = 0; i < len; ++i) {
+          const int64_t t = t0 + i, gi = d.gate(b, t, hv);
+          const A* prev = i == 0 ? S0 : states + (i - 1) * KV;
+          A* cur = states + i * KV;
+          const T* kt = in.k + d.qk(b, t, h);
+          const A alpha = acc_exp(to_acc(in.g[gi]));
+          A r = 0;
+          for (int64_t a = 0; a < K; ++a) {
+            const A x = alpha * prev[a * V + j];
+            cur[a * V + j] = x;
+            r += to_acc(kt[a]) * x;
+          }
+          const A u = to_acc(in.beta[gi]) * (to_acc(in.v[d.vo(b, t, hv) + j]) - r);
+          for (int64_t a = 0; a < K; ++a) cur[a * V + j] += to_acc(kt[a]) * u;
+        }
+      }
+      __syncthreads();
+      for (int64_t i = len - 1; i >= 0; --i) {
+        const int64_t t = t0 + i, gi = d.gate(b, t, hv);
+        const A* Sp = i == 0 ? S0 : states + (i - 1) * KV;
+        const A* St = states + i * KV;
+        const A alpha = acc_exp(to_acc(in.g[gi])), beta = to_acc(in.beta[gi]);
+        for (int64_t a = tid; a < K; a += blockDim.x) {
+          q[a] = scale * to_acc(in.q[d.qk(b, t, h) + a]);
+          k[a] = to_acc(in.k[d.qk(b, t, h) + a]);
+        }
+        for (int64_t j = tid; j < V; j += blockDim.x) {
+          vr[j] = to_acc(in.v[d.vo(b, t, hv) + j]);
+          d_o[j] = to_acc(args.d_o[d.vo(b, t, hv) + j]);
+        }
+        __syncthreads();
+        // dq += scale S_t do (rows);  dS += q do^T;  vr = v - (alpha S_prev)^T k (columns)
+        for (int64_t a = warp; a < K; a += kBwdWarps) {
+          const A part = warp_dot(St + a * V, d_o, V, lane);
+          if (lane == 0) dq[t * K + a] += scale * part;
+        }
+        for (int64_t e = tid; e < KV; e += blockDim.x) dS[e] += q[e / V] * d_o[e % V];
+        for (int64_t j = tid; j < V; j += blockDim.x) {
+          A r = 0;
+          for (int64_t a = 0; a < K; ++a) r += alpha * k[a] * Sp[a * V + j];
+          vr[j] -= r;
+        }
+        __syncthreads();
+        // dk += beta dS (v - r) (rows);  du = dS^T k (columns)
+        for (int64_t a = warp; a < K; a += kBwdWarps) {
+          const A part = warp_dot(dS + a * V, vr, V, lane);
+          if (lane == 0) dk[t * K + a] += beta * part;
+        }
+        for (int64_t j = tid; j < V; j += blockDim.x) {
+          A acc = 0;
+          for (int64_t a = 0; a < K; ++a) acc += k[a] * dS[a * V + j];
+          du[j] = acc;
+        }
+        __syncthreads();
+        // dbeta = du . (v - r);  dv = beta du;  dr = -beta du
+        A part = 0;
+        for (int64_t j = tid; j < V; j += blockDim.x) {
+          part += du[j] * vr[j];
+          dr[j] = -beta * du[j];
+          args.dv[d.vo(b, t, hv) + j] = from_acc<T>(beta * du[j]);
+        }
+        const A dbeta = block_sum(part, red);  // its barriers also publish dr
+        if (tid == 0) args.dbeta[gi] = from_acc<T>(dbeta);
+        // dk += alpha S_prev dr (rows);  dS += k dr^T, dg = alpha <S_prev, dS>, dS *= alpha
+        for (int64_t a = warp; a < K; a += kBwdWarps) {
+          const A p = warp_dot(Sp + a * V, dr, V, lane);
+          if (lane == 0) dk[t * K + a] += alpha * p;
+        }
+        A gpart = 0;
+        for (int64_t e = tid; e < KV; e += blockDim.x) {
+          const A x = dS[e] + k[e / V] * dr[e % V];
+          gpart += alpha * Sp[e] * x;
+          dS[e] = alpha * x;
+        }
+        const A dg = block_sum(gpart, red);  // also the barrier before the next step
+        if (tid == 0) args.dg[gi] = from_acc<T>(dg);
+      }
+    }
+    if (args.dh0)
+      for (int64_t e = tid; e < KV; e += blockDim.x) args.dh0[s * KV + e] = dS[e];
+    __syncthreads();
+  }
+  for (int64_t e = tid; e < d.T * K; e += blockDim.x) {
+    const int64_t t = e / K, a = e % K;
+    args.dq[d.qk(b, t, h) + a] = from_acc<T>(dq[e]);
+    args.dk[d.qk(b, t, h) + a] = from_acc<T>(dk[e]);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void recurrent_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                       bool ssd, cudaStream_t stream) {
+  const Dims d = dims_of(p);
+  const dim3 grid(unsigned(p.B * p.HV), unsigned((p.V + kWarps - 1) / kWarps));
+  if (ssd)
+    forward_kernel<T, true><<<grid, kWarps * 32, 0, stream>>>(d, in, out.o, out.ht, out.residual);
+  else
+    forward_kernel<T, false><<<grid, kWarps * 32, 0, stream>>>(d, in, out.o, out.ht, out.residual);
+  GDN_KCUDA_LAUNCHED("gdr recurrent forward");
+}
+
+template <typename T>
+void recurrent_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                        cudaStream_t stream) {
+  const RecurrentBackwardLayout L(p);
+  backward_kernel<T><<<unsigned(p.B * p.H), kBwdThreads, 0, stream>>>(dims_of(p), in, args, L);
+  GDN_KCUDA_LAUNCHED("gdr recurrent backward");
+}
+
+int64_t recurrent_backward_workspace(const Problem& p) {
+  return p.B * p.H * RecurrentBackwardLayout(p).per_slice;
+}
+
+GDN_GDR_CUDA_INSTANTIATE_FWD(recurrent_forward, bool, cudaStream_t)
+GDN_GDR_CUDA_INSTANTIATE_BWD(recurrent_backward)
+
+}  // namespace gdn::gdr::cuda_detail

@@ -1,0 +1,348 @@
+// CUDA gated delta rule (kernels/cuda/gdr_*.cu) against the CPU fp64 recurrent reference: every
+// implementation (recurrent, chunked with both residual policies, fused -> chunked, ssd), fp64,
+// fp32 and bf16, chunk sizes 16/32/64, forward o and ht and every gradient, on odd shapes
+// (T not a multiple of C, T = 1, K != V, GVA with HV = 2H and 4H, h0/dht given or not, strong
+// decay, K = V = 256) and the seed's shapes (B=4 H=8 T=512 K=V=64; T=2048 K=V=128);
+// determinism (bitwise equal twice); the op wiring through autograd (CUDA op = CPU op); and
+// input validation. Tolerances by dtype against fp64, never loosened to pass. Label `gpu`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/gated_delta_rule.h"
+#include "src/ops/gated_delta_rule.h"
+#include "src/ops/ops.h"
+#include "tests/test_util.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gdr_cuda.h"
+#include "src/core/cuda/cuda_context.h"
+#endif
+
+GDN_TEST_REQUIRES_CUDA();
+
+#if defined(GDN_WITH_CUDA)
+namespace gdn::gdr {
+namespace {
+
+using Vec = std::vector<double>;
+const Device kCuda = Device::cuda(0);
+
+struct Data {
+  Vec q, k, v, g, beta, h0, d_o, dht;
+};
+struct Result {
+  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
+};
+
+enum class Gates { realistic, strong_decay };
+
+// As the model makes them: k L2-normalised per head, beta = sigmoid, g = -0.1 softplus.
+Data make_data(const Problem& p, Gates gates, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n01(0, 1);
+  auto normal = [&](int64_t n, double std) {
+    Vec x(n);
+    for (auto& e : x) e = std * n01(rng);
+    return x;
+  };
+  Data d;
+  d.q = normal(p.B * p.T * p.H * p.K, 1);
+  d.k = normal(p.B * p.T * p.H * p.K, 1);
+  for (int64_t r = 0; r < p.B * p.T * p.H; ++r) {
+    double ss = 1e-6;
+    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
+    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
+  }
+  d.v = normal(p.B * p.T * p.HV * p.V, 1);
+  const int64_t ng = p.B * p.T * p.HV;
+  d.g.resize(ng);
+  d.beta.resize(ng);
+  for (int64_t i = 0; i < ng; ++i) {
+    const double x = n01(rng);
+    d.g[i] = gates == Gates::strong_decay ? -5 - std::abs(x) : -0.1 * std::log1p(std::exp(x));
+    d.beta[i] = 1 / (1 + std::exp(-n01(rng)));
+  }
+  d.h0 = normal(p.B * p.HV * p.K * p.V, 0.5);
+  d.d_o = normal(p.B * p.T * p.HV * p.V, 1);
+  d.dht = normal(p.B * p.HV * p.K * p.V, 1);
+  return d;
+}
+
+// The values a T-typed (inputs) / acc-typed (states) run sees, exactly.
+template <typename T>
+Vec round_vec(const Vec& x) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(from_acc<T>(acc_t<T>(x[i]))));
+  return y;
+}
+template <typename T>
+Data round_to(const Data& d) {
+  using A = acc_t<T>;
+  return Data{round_vec<T>(d.q),    round_vec<T>(d.k),  round_vec<T>(d.v),   round_vec<T>(d.g),
+              round_vec<T>(d.beta), round_vec<A>(d.h0), round_vec<T>(d.d_o), round_vec<A>(d.dht)};
+}
+
+Tensor upload(const Vec& x, DType dt) {
+  return ops::from_vector(x, {int64_t(x.size())}, dt, kCuda);
+}
+Tensor device_buffer(int64_t n, DType dt) {
+  return ops::empty({std::max<int64_t>(n, 1)}, dt, kCuda);
+}
+
+// Forward and backward through forward_cuda / backward_cuda; `d` is already rounded to T.
+template <typename T>
+Result run_cuda(const Problem& p, const Data& d) {
+  using A = acc_t<T>;
+  const DType dt = dtype_of<T>::value, ad = dtype_of<A>::value;
+  Tensor q = upload(d.q, dt), k = upload(d.k, dt), v = upload(d.v, dt), g = upload(d.g, dt);
+  Tensor beta = upload(d.beta, dt), h0 = upload(d.h0, ad), d_o = upload(d.d_o, dt);
+  Tensor dht = upload(d.dht, ad);
+  Tensor o = device_buffer(d.v.size(), dt), ht = device_buffer(d.h0.size(), ad);
+  Tensor residual = device_buffer(residual_elems(p), ad);
+  Tensor fws = device_buffer(cuda_forward_workspace_elems(p), ad);
+  Tensor bws = device_buffer(cuda_backward_workspace_elems(p), ad);
+  Inputs<T> in{q.data<T>(),
+               k.data<T>(),
+               v.data<T>(),
+               g.data<T>(),
+               p.impl == Impl::ssd ? nullptr : beta.data<T>(),
+               p.has_h0 ? h0.data<A>() : nullptr};
+  void* stream = cuda::current_stream(0);
+  forward_cuda<T>(p, in,
+                  ForwardOutputs<T>{o.data<T>(), p.want_ht ? ht.data<A>() : nullptr,
+                                    residual.data<A>(), fws.data<A>()},
+                  stream);
+  Tensor dq = device_buffer(d.q.size(), dt), dk = device_buffer(d.k.size(), dt);
+  Tensor dv = device_buffer(d.v.size(), dt), dg = device_buffer(d.g.size(), dt);
+  Tensor dbeta = device_buffer(d.g.size(), dt), dh0 = device_buffer(d.h0.size(), ad);
+  backward_cuda<T>(
+      p, in,
+      BackwardArgs<T>{d_o.data<T>(), p.want_ht ? dht.data<A>() : nullptr, residual.data<A>(),
+                      bws.data<A>(), dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(),
+                      dbeta.data<T>(), p.has_h0 ? dh0.data<A>() : nullptr},
+      stream);
+  Result r;
+  r.o = o.to_vector();
+  if (p.want_ht) r.ht = ht.to_vector();
+  r.dq = dq.to_vector();
+  r.dk = dk.to_vector();
+  r.dv = dv.to_vector();
+  r.dg = dg.to_vector();
+  r.dbeta = dbeta.to_vector();
+  if (p.has_h0) r.dh0 = dh0.to_vector();
+  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
+  return r;
+}
+
+// The CPU fp64 recurrent reference (kernels/cpu/gdr_recurrent.cpp; proven against fp64 finite
+// differences in test_gdr_kernels.cpp), on the same rounded values. For ssd the recurrent
+// reference with beta = 1 is not ssd, so ssd is checked against the CPU ssd kernel in fp64.
+Result reference(Problem p, const Data& d) {
+  if (p.impl != Impl::ssd) p.impl = Impl::recurrent;
+  p.residual = Residual::minimal;
+  Vec o(d.v.size()), ht(d.h0.size()), residual(residual_elems(p)),
+      fws(std::max<int64_t>(1, forward_workspace_elems(p))),
+      bws(std::max<int64_t>(1, backward_workspace_elems(p)));
+  Inputs<double> in{d.q.data(),
+                    d.k.data(),
+                    d.v.data(),
+                    d.g.data(),
+                    p.impl == Impl::ssd ? nullptr : d.beta.data(),
+                    p.has_h0 ? d.h0.data() : nullptr};
+  forward_cpu<double>(p, in,
+                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
+                                             residual.data(), fws.data()});
+  Result r;
+  r.o = o;
+  if (p.want_ht) r.ht = ht;
+  r.dq.resize(d.q.size());
+  r.dk.resize(d.k.size());
+  r.dv.resize(d.v.size());
+  r.dg.resize(d.g.size());
+  r.dbeta.resize(d.g.size());
+  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
+  backward_cpu<double>(
+      p, in,
+      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
+                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
+                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
+  return r;
+}
+
+void expect_close(const Result& x, const Result& ref, double tol, const std::string& what) {
+  const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
+      {"o", {&x.o, &ref.o}},
+      {"ht", {&x.ht, &ref.ht}},
+      {"dq", {&x.dq, &ref.dq}},
+      {"dk", {&x.dk, &ref.dk}},
+      {"dv", {&x.dv, &ref.dv}},
+      {"dg", {&x.dg, &ref.dg}},
+      {"dbeta", {&x.dbeta, &ref.dbeta}},
+      {"dh0", {&x.dh0, &ref.dh0}}};
+  for (const auto& [name, pr] : fields) {
+    ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
+    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
+    EXPECT_LE(test::rel_err(*pr.first, *pr.second), tol) << what << " " << name;
+  }
+}
+
+struct Case {
+  const char* name;
+  int64_t B, T, H, HV, K, V;
+  bool h0, dht;
+  Gates gates;
+};
+
+Problem problem_for(const Case& c, Impl impl, Residual res, int chunk) {
+  Problem p;
+  p.B = c.B;
+  p.T = c.T;
+  p.H = c.H;
+  p.HV = c.HV;
+  p.K = c.K;
+  p.V = c.V;
+  p.chunk = chunk;
+  p.scale = 1 / std::sqrt(double(c.K));
+  p.impl = impl;
+  p.residual = res;
+  p.has_h0 = c.h0;
+  p.want_ht = c.dht;
+  return p;
+}
+
+struct Variant {
+  Impl impl;
+  Residual residual;
+};
+const Variant kVariants[] = {{Impl::recurrent, Residual::minimal},
+                             {Impl::chunked, Residual::minimal},
+                             {Impl::chunked, Residual::full},
+                             {Impl::fused, Residual::minimal},  // runs as chunked on CUDA
+                             {Impl::ssd, Residual::minimal}};
+
+std::string label(const Case& c, const Variant& v, const char* dt, int chunk) {
+  return std::string(c.name) + " " + impl_name(v.impl) + "/" + residual_name(v.residual) + " " +
+         dt + " C" + std::to_string(chunk);
+}
+
+// Every variant and dtype on one case; the reference is computed once per dtype.
+void check_case(const Case& c, const std::vector<int>& chunks, bool with_f64) {
+  const Data d =
+      make_data(problem_for(c, Impl::recurrent, Residual::minimal, 64), c.gates, 1000 + c.T + c.K);
+  const Data d64 = d, d32 = round_to<float>(d), d16 = round_to<bf16>(d);
+  for (bool ssd : {false, true}) {
+    // The references do not depend on the chunk size.
+    const Problem pr = problem_for(c, ssd ? Impl::ssd : Impl::recurrent, Residual::minimal, 64);
+    const Result r64 = with_f64 ? reference(pr, d64) : Result(), r32 = reference(pr, d32),
+                 r16 = reference(pr, d16);
+    for (int chunk : chunks)
+      for (const Variant& v : kVariants) {
+        if ((v.impl == Impl::ssd) != ssd) continue;
+        const Problem p = problem_for(c, v.impl, v.residual, chunk);
+        // fp32: another summation order than fp64 (and the chunked form); bf16: the inputs and
+        // outputs are rounded to 8 bits of mantissa.
+        if (with_f64) expect_close(run_cuda<double>(p, d64), r64, 1e-9, label(c, v, "f64", chunk));
+        expect_close(run_cuda<float>(p, d32), r32, 1e-4, label(c, v, "f32", chunk));
+        expect_close(run_cuda<bf16>(p, d16), r16, 2e-2, label(c, v, "bf16", chunk));
+      }
+  }
+}
+
+TEST(CudaGdr, OddShapesEveryImplDtypeAndChunk) {
+  const Case cases[] = {
+      {"gva2_k_ne_v_partial", 2, 100, 2, 4, 32, 48, true, true, Gates::realistic},
+      {"gva4_partial", 1, 77, 1, 4, 16, 24, true, true, Gates::realistic},
+      {"t1", 1, 1, 1, 1, 16, 16, true, true, Gates::realistic},
+      {"t_lt_c_no_h0", 1, 10, 1, 2, 8, 12, false, true, Gates::realistic},
+      {"no_dht", 1, 128, 2, 2, 16, 16, true, false, Gates::realistic},
+      {"no_state_io", 2, 45, 1, 1, 12, 20, false, false, Gates::realistic},
+      {"strong_decay", 1, 70, 2, 2, 16, 16, true, true, Gates::strong_decay},
+      {"odd_dims", 1, 33, 1, 2, 7, 5, true, true, Gates::realistic},
+  };
+  for (const Case& c : cases) check_case(c, {16, 32, 64}, true);
+}
+
+TEST(CudaGdr, MaxHeadDims) {
+  check_case({"k256_v256", 1, 70, 1, 1, 256, 256, true, true, Gates::realistic}, {64}, false);
+  check_case({"k256_v128_gva", 1, 40, 1, 2, 256, 128, true, true, Gates::realistic}, {32}, false);
+}
+
+TEST(CudaGdr, SeedShapes) {
+  check_case({"seed_B4_H8_T512_64", 4, 512, 8, 8, 64, 64, false, false, Gates::realistic}, {64},
+             false);
+  check_case({"seed_T2048_128", 1, 2048, 2, 2, 128, 128, false, false, Gates::realistic}, {64},
+             false);
+}
+
+TEST(CudaGdr, BitwiseDeterministic) {
+  const Case c{"det", 2, 150, 2, 4, 32, 32, true, true, Gates::realistic};
+  const Data d = round_to<float>(
+      make_data(problem_for(c, Impl::recurrent, Residual::minimal, 64), Gates::realistic, 5));
+  for (const Variant& v : kVariants) {
+    const Problem p = problem_for(c, v.impl, v.residual, 32);
+    const Result a = run_cuda<float>(p, d), b = run_cuda<float>(p, d);
+    for (const auto& [x, y] :
+         {std::make_pair(&a.o, &b.o), std::make_pair(&a.ht, &b.ht), std::make_pair(&a.dq, &b.dq),
+          std::make_pair(&a.dk, &b.dk), std::make_pair(&a.dv, &b.dv), std::make_pair(&a.dg, &b.dg),
+          std::make_pair(&a.dbeta, &b.dbeta), std::make_pair(&a.dh0, &b.dh0)})
+      EXPECT_EQ(*x, *y) << impl_name(v.impl) << "/" << residual_name(v.residual);
+  }
+}
+
+// The op (src/ops/gated_delta_rule.cpp) on CUDA equals the op on the CPU, through autograd,
+// including fused (the chunked kernels with their larger workspace) and h0 / ht.
+TEST(CudaGdr, OpThroughAutogradMatchesCpu) {
+  Generator gen(21);
+  const int64_t B = 2, T = 67, H = 2, HV = 4, K = 16, V = 24;
+  auto rnd = [&](const Shape& s, double mul) {
+    return ops::mul(ops::randn(s, DType::float32, Device::cpu(), &gen), mul);
+  };
+  Tensor q = rnd({B, T, H, K}, 1), k = ops::l2_norm(rnd({B, T, H, K}, 1)),
+         v = rnd({B, T, HV, V}, 1);
+  Tensor g = ops::mul(ops::softplus(rnd({B, T, HV}, 1)), -0.1),
+         beta = ops::sigmoid(rnd({B, T, HV}, 1));
+  Tensor h0 = rnd({B, HV, K, V}, 0.5), d_o = rnd({B, T, HV, V}, 1), dht = rnd({B, HV, K, V}, 1);
+  for (gdr::Impl impl : {Impl::recurrent, Impl::chunked, Impl::fused, Impl::ssd}) {
+    std::vector<std::vector<double>> results[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      const Device device = dev ? kCuda : Device::cpu();
+      std::vector<Tensor> in;
+      for (const Tensor& t : {q, k, v, g, beta, h0})
+        in.push_back(ops::to_device(t, device).detach().set_requires_grad(true));
+      ops::GdrOptions opt;
+      opt.impl = impl;
+      opt.chunk_size = 32;
+      opt.output_final_state = true;
+      ops::GdrOutput out = ops::gated_delta_rule(in[0], in[1], in[2], in[3], in[4], opt, in[5]);
+      Tensor loss = ops::add(ops::sum(ops::mul(out.o, ops::to_device(d_o, device))),
+                             ops::sum(ops::mul(out.ht, ops::to_device(dht, device))));
+      loss.backward();
+      results[dev].push_back(out.o.to_vector());
+      results[dev].push_back(out.ht.to_vector());
+      for (size_t i = 0; i < in.size(); ++i)
+        if (impl != Impl::ssd || i != 4) results[dev].push_back(in[i].grad().to_vector());
+    }
+    for (size_t i = 0; i < results[0].size(); ++i)
+      EXPECT_LE(test::rel_err(results[1][i], results[0][i]), 1e-4)
+          << impl_name(impl) << " output/grad #" << i;
+  }
+}
+
+TEST(CudaGdr, RejectsBadArguments) {
+  Problem p = problem_for({"v", 1, 8, 1, 1, 8, 8, false, false, Gates::realistic}, Impl::chunked,
+                          Residual::minimal, 16);
+  Inputs<float> in{};  // all null
+  EXPECT_THROW(forward_cuda<float>(p, in, ForwardOutputs<float>{}, cuda::current_stream(0)),
+               std::invalid_argument);
+  p.K = 300;
+  EXPECT_THROW(forward_cuda<float>(p, in, ForwardOutputs<float>{}, cuda::current_stream(0)),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace gdn::gdr
+#endif  // GDN_WITH_CUDA
