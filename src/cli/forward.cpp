@@ -93,7 +93,8 @@ void add_forward_command(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "float32, float64 or bfloat16 activations")
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--set", a->sets, "override a config key: --set model.num_hidden_layers=2");
+  cmd->add_option("--set", a->sets, "override a config key: --set model.num_hidden_layers=2")
+      ->expected(1);
   cmd->callback([a] { run(*a); });
 }
 

@@ -64,7 +64,8 @@ void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Train a model from a YAML config");
   cmd->add_option("config", a->config, "YAML config (model, data, train, dist sections)");
-  cmd->add_option("--set", a->sets, "override a key: --set train.steps=100 (repeatable)");
+  cmd->add_option("--set", a->sets, "override a key: --set train.steps=100 (repeatable)")
+      ->expected(1);
   cmd->add_option("--resume", a->resume,
                   "continue a run: its directory (latest checkpoint) or a checkpoint directory");
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
@@ -80,7 +81,7 @@ void add_train_command(CLI::App& app) {
       ->required();
   ev->add_option("--batches", *batches,
                  "validation batches (default: train.eval_batches; 0 = all)");
-  ev->add_option("--set", *sets, "override a config key");
+  ev->add_option("--set", *sets, "override a config key")->expected(1);
   ev->callback([dir, batches, sets] { run_eval(*dir, *batches, *sets); });
 }
 
