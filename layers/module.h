@@ -10,6 +10,7 @@
 
 #include "src/autograd/node.h"
 #include "src/core/tensor.h"
+#include "src/core/trace.h"
 
 namespace gdn::nn {
 
@@ -53,13 +54,14 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-// Opens the module's name scope for the duration of a forward.
+// Opens the module's name scope (and a profiler range) for the duration of a forward.
 class ModuleScope {
  public:
-  explicit ModuleScope(const Module& m) : guard_(m.name()) {}
+  explicit ModuleScope(const Module& m) : guard_(m.name()), range_(m.name()) {}
 
  private:
   autograd::ScopeGuard guard_;
+  TraceRange range_;
 };
 
 }  // namespace gdn::nn

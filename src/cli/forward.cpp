@@ -94,7 +94,8 @@ void add_forward_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--set", a->sets, "override a config key: --set model.num_hidden_layers=2")
-      ->expected(1);
+      ->expected(1)
+      ->take_all();
   cmd->callback([a] { run(*a); });
 }
 

@@ -62,7 +62,7 @@ void add_profile_memory_command(CLI::App& app) {
                   "added to the peak for the budget: CUDA context and cuBLAS/cuDNN workspaces")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the profile as JSON");
-  cmd->add_option("--set", a->sets, "override a config key (repeatable)")->expected(1);
+  cmd->add_option("--set", a->sets, "override a config key (repeatable)")->expected(1)->take_all();
   cmd->callback([a] { run(*a); });
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cli/commands.h"
+#include "src/dist/communicator.h"
 #include "src/train/trainer.h"
 
 namespace gdn::cli {
@@ -30,6 +31,7 @@ void run_train(const TrainArgs& a) {
   o.profile_memory = a.profile_memory;
   train::Trainer t(cfg, o);
   train::TrainerState s = t.run();
+  if (t.rank() != 0) return;  // one summary per run, from rank 0
   std::printf("%s\n", nlohmann::json({{"step", s.step},
                                       {"tokens", s.tokens_seen},
                                       {"best_val_loss", s.best_val_loss},
@@ -65,7 +67,8 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model from a YAML config");
   cmd->add_option("config", a->config, "YAML config (model, data, train, dist sections)");
   cmd->add_option("--set", a->sets, "override a key: --set train.steps=100 (repeatable)")
-      ->expected(1);
+      ->expected(1)
+      ->take_all();
   cmd->add_option("--resume", a->resume,
                   "continue a run: its directory (latest checkpoint) or a checkpoint directory");
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
@@ -81,7 +84,7 @@ void add_train_command(CLI::App& app) {
       ->required();
   ev->add_option("--batches", *batches,
                  "validation batches (default: train.eval_batches; 0 = all)");
-  ev->add_option("--set", *sets, "override a config key")->expected(1);
+  ev->add_option("--set", *sets, "override a config key")->expected(1)->take_all();
   ev->callback([dir, batches, sets] { run_eval(*dir, *batches, *sets); });
 }
 
