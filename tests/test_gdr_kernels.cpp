@@ -440,6 +440,32 @@ TEST(GdrInternals, DecayRowMatchesExp) {
   for (int j = 0; j < n; ++j) EXPECT_EQ(outd[j], std::exp(-Gd[j]));
 }
 
+// The blocked unit-lower inverse: (I + M) A = I for every supported chunk size.
+TEST(GdrInternals, InvertUnitLower) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n01(0, 1);
+  for (int C : {16, 32, 64}) {
+    std::vector<double> m(C * C, 0), a(C * C), tmp(detail::invert_tmp_elems(C));
+    for (int i = 0; i < C; ++i)
+      for (int j = 0; j < i; ++j) m[i * C + j] = 0.3 * n01(rng);
+    for (int i = 0; i < C; ++i)  // junk on and above the diagonal must be ignored
+      for (int j = i; j < C; ++j) m[i * C + j] = 7;
+    a = m;
+    detail::invert_unit_lower(a.data(), C, tmp.data());
+    double err = 0;
+    for (int i = 0; i < C; ++i)
+      for (int j = 0; j < C; ++j) {
+        double x = a[i * C + j];  // ((I + M) A)_ij
+        for (int l = 0; l < i; ++l) x += m[i * C + l] * a[l * C + j];
+        err = std::max(err, std::abs(x - (i == j ? 1.0 : 0.0)));
+        if (j > i) {
+          EXPECT_EQ(a[i * C + j], 0.0) << "upper part at " << i << "," << j;
+        }
+      }
+    EXPECT_LT(err, 1e-12) << "C = " << C;
+  }
+}
+
 // ---- sizes, names, validation -----------------------------------------------------------------
 
 TEST(GdrSizes, ResidualAndWorkspace) {

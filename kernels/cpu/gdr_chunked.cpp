@@ -156,8 +156,8 @@ void prepare_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, const Bu
     for (int64_t l = 0; l < V; ++l) t.x[r * KpV + K + l] = t.beta[r] * t.v[r * V + l];
   }
   if (!have_a) {
-    A row_tmp[64];
-    invert_unit_lower(t.a, C, row_tmp);
+    A inv_tmp[16 * 64];
+    invert_unit_lower(t.a, C, inv_tmp);
     gemm(false, false, C, KpV, C, A(1), t.a, C, t.x, KpV, A(0), t.wu, KpV);
   }
 }

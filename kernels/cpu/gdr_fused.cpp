@@ -21,7 +21,7 @@ using cpu::gemm;
 // lower half becomes P), x = [Xw | Xu], wu = [W | U] whose U columns become Vn.
 template <typename A>
 struct ForwardScratch {
-  A *kq, *kqk, *G, *gamma, *e, *beta, *a, *row_tmp, *x, *wu, *qg, *o, *S;
+  A *kq, *kqk, *G, *gamma, *e, *beta, *a, *inv_tmp, *x, *wu, *qg, *o, *S;
   ForwardScratch(const Problem& p, A* base) {
     const int64_t C = p.chunk, K = p.K, V = p.V;
     Carver<A> c(base);
@@ -32,7 +32,7 @@ struct ForwardScratch {
     e = c.take(C);
     beta = c.take(C);
     a = c.take(C * C);
-    row_tmp = c.take(C);
+    inv_tmp = c.take(invert_tmp_elems(C));
     x = c.take(C * (K + V));
     wu = c.take(C * (K + V));
     qg = c.take(C * K);
@@ -48,7 +48,7 @@ struct ForwardScratch {
 template <typename A>
 struct BackwardScratch {
   A *kq, *kqk, *dqk;  // shared by the group
-  A *v, *d_o, *G, *gamma, *e, *beta, *dG, *dbeta, *s, *gam, *a, *row_tmp, *p, *x, *wu, *qg, *ke,
+  A *v, *d_o, *G, *gamma, *e, *beta, *dG, *dbeta, *s, *gam, *a, *inv_tmp, *p, *x, *wu, *qg, *ke,
       *DS, *dwu, *dpb, *da, *t1, *xg, *col, *tmp, *dS_new;  // one value head
   A* dS;                                                    // group x K x V
   BackwardScratch(const Problem& pr, A* base) {
@@ -68,7 +68,7 @@ struct BackwardScratch {
     s = c.take(C);
     gam = c.take(C * C);
     a = c.take(C * C);
-    row_tmp = c.take(C);
+    inv_tmp = c.take(invert_tmp_elems(C));
     p = c.take(C * C);
     x = c.take(C * (K + V));
     wu = c.take(C * (K + V));
@@ -148,7 +148,7 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
         A* ai = w.a + i * C;
         A* pi = P + i * C;
         const A* kki = w.kqk + i * C;
-        A* d = w.row_tmp;  // Gam_ij, j < i
+        A* d = w.inv_tmp;  // Gam_ij, j < i
         decay_row(w.G, w.G[i], i, d);
         for (int64_t j = 0; j < i; ++j) {
           ai[j] = w.beta[i] * kki[j] * d[j];
@@ -157,7 +157,7 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
         for (int64_t j = i; j < C; ++j) ai[j] = 0;
         for (int64_t j = i + 1; j < C; ++j) pi[j] = 0;
       }
-      invert_unit_lower(w.a, C, w.row_tmp);  // A = (I + M)^-1
+      invert_unit_lower(w.a, C, w.inv_tmp);  // A = (I + M)^-1
       // X = [beta gamma K | beta V];  [W | U] = A X;  Vn = U - W S (in the U columns)
       load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.o, V);
       form_x(C, K, V, k, w.o, V, w.beta, w.gamma, w.x);
@@ -224,7 +224,7 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
           for (int64_t l = i; l < C; ++l) w.a[i * C + l] = 0;
           for (int64_t l = 0; l < C; ++l) w.p[i * C + l] = QK[i * C + l] * gi[l];
         }
-        invert_unit_lower(w.a, C, w.row_tmp);
+        invert_unit_lower(w.a, C, w.inv_tmp);
         form_x(C, K, V, k, w.v, V, w.beta, w.gamma, w.x);
         gemm(false, false, C, KpV, C, A(1), w.a, C, w.x, KpV, A(0), w.wu, KpV);
         A* vn = w.wu + K;

@@ -143,20 +143,34 @@ void decay_matrix(const A* G, int64_t C, A* gam) {
   }
 }
 
+// Scratch elements invert_unit_lower needs.
+inline int64_t invert_tmp_elems(int64_t C) {
+  return 16 * C;
+}
+
 // In place: the strictly lower part of `a` holds M; on return a = (I + M)^-1 (unit lower).
-// Forward substitution row by row: A_i = e_i - sum_{j<i} M_ij A_j (A_j is zero past column j).
+// Blocked by 16 (C is 16, 32 or 64): each diagonal block by forward substitution
+// (A_i = e_i - sum_{j<i} M_ij A_j), then block row I from (I + M) A = I:
+//   A_IJ = -A_II sum_{J <= L < I} M_IL A_LJ   (two small GEMMs per block row)
 template <typename A>
-void invert_unit_lower(A* a, int64_t C, A* row_tmp) {
-  for (int64_t i = 0; i < C; ++i) {
-    A* ai = a + i * C;
-    for (int64_t j = 0; j < i; ++j) row_tmp[j] = ai[j];
-    for (int64_t j = 0; j < C; ++j) ai[j] = 0;
-    for (int64_t j = 0; j < i; ++j) {
-      const A m = row_tmp[j];
-      const A* aj = a + j * C;
-      for (int64_t l = 0; l <= j; ++l) ai[l] -= m * aj[l];
+void invert_unit_lower(A* a, int64_t C, A* tmp) {
+  const int64_t nb = 16;
+  for (int64_t o = 0; o < C; o += nb)
+    for (int64_t i = o; i < o + nb; ++i) {
+      A* ai = a + i * C;
+      for (int64_t j = o; j < i; ++j) tmp[j - o] = ai[j];
+      for (int64_t j = o; j < C; ++j) ai[j] = 0;
+      for (int64_t j = o; j < i; ++j) {
+        const A m = tmp[j - o];
+        const A* aj = a + j * C;
+        for (int64_t l = o; l <= j; ++l) ai[l] -= m * aj[l];
+      }
+      ai[i] = 1;
     }
-    ai[i] = 1;
+  for (int64_t o = nb; o < C; o += nb) {
+    // tmp = M[I, :I] A[:I, :I], then A[I, :I] = -A_II tmp (disjoint columns of the same rows)
+    cpu::gemm(false, false, nb, o, o, A(1), a + o * C, C, a, C, A(0), tmp, o);
+    cpu::gemm(false, false, nb, o, nb, A(-1), a + o * C + o, C, tmp, o, A(0), a + o * C, C);
   }
 }
 
