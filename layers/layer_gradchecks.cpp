@@ -70,6 +70,23 @@ GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t
       seed);
 }
 
+// d loss / d every parameter of a small CausalLM on random tokens [B, seq].
+GradcheckReport check_causal_lm(const std::string& what, int64_t layers, bool tied,
+                                const std::string& checkpointing, int64_t seq, uint64_t seed) {
+  Generator g(seed);
+  ModelConfig c = tiny_config();
+  c.num_hidden_layers = layers;
+  c.tie_word_embeddings = tied;
+  CausalLM m(c, fp64_ctx(&g));
+  m.compute_dtype = DType::float64;
+  m.checkpointing = checkpointing;
+  const int64_t batch = layers > 1 && checkpointing == "none" ? 2 : 1;
+  Tensor ids = ops::randint({batch, seq}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+  Tensor tgt = ops::randint({batch, seq}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
+  return check_module(
+      what, m, {}, {}, [&](const std::vector<Tensor>&) { return m.loss(ids, tgt); }, seed);
+}
+
 const std::map<std::string, LayerCheck>& registry() {
   static const std::map<std::string, LayerCheck> checks = {
       {"linear",
@@ -165,56 +182,18 @@ const std::map<std::string, LayerCheck>& registry() {
        }},
       {"causal_lm",
        [](uint64_t s) {
-         Generator g(s);
-         ModelConfig c = tiny_config();
-         c.num_hidden_layers = 2;
-         CausalLM m(c, fp64_ctx(&g));
-         m.compute_dtype = DType::float64;
-         Tensor ids = ops::randint({2, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         Tensor tgt = ops::randint({2, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         return check_module(
-             "layer causal_lm (2 layers, loss)", m, {}, {}, [&](auto&) { return m.loss(ids, tgt); },
-             s);
+         return check_causal_lm("layer causal_lm (2 layers, loss)", 2, false, "none", 9, s);
        }},
       {"causal_lm_checkpoint_block",
        [](uint64_t s) {
-         Generator g(s);
-         ModelConfig c = tiny_config();
-         c.num_hidden_layers = 2;
-         CausalLM m(c, fp64_ctx(&g));
-         m.compute_dtype = DType::float64;
-         m.checkpointing = "block";
-         Tensor ids = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         Tensor tgt = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         return check_module(
-             "layer causal_lm (checkpoint block)", m, {}, {},
-             [&](auto&) { return m.loss(ids, tgt); }, s);
+         return check_causal_lm("layer causal_lm (checkpoint block)", 2, false, "block", 9, s);
        }},
       {"causal_lm_checkpoint_kernel",
        [](uint64_t s) {
-         Generator g(s);
-         ModelConfig c = tiny_config();
-         CausalLM m(c, fp64_ctx(&g));
-         m.compute_dtype = DType::float64;
-         m.checkpointing = "kernel";
-         Tensor ids = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         Tensor tgt = ops::randint({1, 9}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         return check_module(
-             "layer causal_lm (checkpoint kernel)", m, {}, {},
-             [&](auto&) { return m.loss(ids, tgt); }, s);
+         return check_causal_lm("layer causal_lm (checkpoint kernel)", 1, false, "kernel", 9, s);
        }},
       {"causal_lm_tied",
-       [](uint64_t s) {
-         Generator g(s);
-         ModelConfig c = tiny_config();
-         c.tie_word_embeddings = true;
-         CausalLM m(c, fp64_ctx(&g));
-         m.compute_dtype = DType::float64;
-         Tensor ids = ops::randint({1, 8}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         Tensor tgt = ops::randint({1, 8}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
-         return check_module(
-             "layer causal_lm (tied)", m, {}, {}, [&](auto&) { return m.loss(ids, tgt); }, s);
-       }},
+       [](uint64_t s) { return check_causal_lm("layer causal_lm (tied)", 1, true, "none", 8, s); }},
   };
   return checks;
 }

@@ -316,8 +316,9 @@ TEST(DataLoader, DeterministicPerSeedAndRank) {
   }
   EXPECT_NE(sa, sr);
   EXPECT_NE(sa, ss);
-  // The window starts are the pure function window_start.
-  EXPECT_EQ(sr[9], window_start(1234, 1, 1, 1, 8, 50000 - 32));
+  // The window starts are the pure function window_start: row 1 of step 1 on rank 1 of 2 is
+  // global row 8 + 1 of the global batch of 16.
+  EXPECT_EQ(sr[9], window_start(1234, 1, 9, 16, 50000 - 32));
   // The windows are spread over the shard, not stuck at one place.
   EXPECT_GT(*std::max_element(sa.begin(), sa.end()) - *std::min_element(sa.begin(), sa.end()),
             25000);

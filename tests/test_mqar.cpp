@@ -118,19 +118,20 @@ TEST(Mqar, DeterministicBySeedAndStep) {
 
 TEST(Mqar, RanksDrawDifferentBatches) {
   MqarOptions o = small_options();
-  EXPECT_NE(ints(mqar_batch(o, 2, 0).inputs), ints(mqar_batch(o, 2, 1).inputs));
-  EXPECT_EQ(ints(mqar_batch(o, 2, 1).inputs), ints(mqar_batch(o, 2, 1).inputs));
+  // Ranks now name their world size (rank r of W reads rows of the global batch of W * B).
+  EXPECT_NE(ints(mqar_batch(o, 2, 0, 2).inputs), ints(mqar_batch(o, 2, 1, 2).inputs));
+  EXPECT_EQ(ints(mqar_batch(o, 2, 1, 2).inputs), ints(mqar_batch(o, 2, 1, 2).inputs));
 }
 
 TEST(Mqar, LoaderStateRestore) {
   MqarOptions o = small_options();
-  MqarLoader a(o, 1);
+  MqarLoader a(o, 1, 2);
   std::vector<std::vector<int64_t>> seen;
   for (int i = 0; i < 5; ++i) seen.push_back(ints(a.next().inputs));
   EXPECT_EQ(a.state().step, 5);
-  EXPECT_EQ(seen[2], ints(mqar_batch(o, 2, 1).inputs));
+  EXPECT_EQ(seen[2], ints(mqar_batch(o, 2, 1, 2).inputs));
 
-  MqarLoader b(o, 1);
+  MqarLoader b(o, 1, 2);
   b.set_state({2});
   EXPECT_EQ(b.state().step, 2);
   for (int i = 2; i < 5; ++i) {

@@ -32,7 +32,8 @@ GDN_HD MaxArg<A> better(MaxArg<A> a, MaxArg<A> b) {
 
 // Column l of A = (I + M)^-1 for a strictly lower M (C x C, row stride ld, in m's lower part):
 //   A_rl = -M_rl - sum_{l < j < r} M_rj A_jl   (r > l; A_ll = 1, A_rl = 0 for r < l),
-// the sum in the CPU's order (kernels/cpu/gdr_internal.h: invert_unit_lower). A_rl goes to
+// the same values as the CPU's blocked inversion (gdr_internal.h: invert_unit_lower) up to
+// rounding (the CPU sums by blocks of 16). A_rl goes to
 // m[l, r], the unused upper triangle of row l: column l reads only M's strictly lower part and
 // row l's upper part, so the columns can be computed in any order or all at once (one thread
 // each) and none overwrites what another reads.

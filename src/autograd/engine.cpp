@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "src/autograd/hooks.h"
 #include "src/autograd/node.h"
 #include "src/ops/ops.h"
 
@@ -56,6 +57,19 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (e.node) deps[e.node.get()]++;
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   for (auto& n : nodes) pending[n.get()].resize(n->output_shapes.size());
+  // Gradient-ready hooks (hooks.h): the uses of each leaf still to deliver in this pass.
+  std::unordered_map<const TensorImpl*, int> leaf_uses;
+  const bool hooks = detail::any_grad_ready_hooks();
+  if (hooks)
+    for (auto& n : nodes)
+      for (const Edge& e : n->inputs)
+        if (e.leaf) leaf_uses[e.leaf.get()]++;
+  if (hooks)
+    for (const Tensor& r : roots)
+      if (r.defined() && !r.grad_fn()) leaf_uses[r.impl_ptr().get()]++;
+  auto leaf_done = [&](const TensorImpl* leaf) {
+    if (hooks && --leaf_uses[leaf] <= 0) detail::run_grad_ready_hooks(leaf);
+  };
 
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
@@ -64,8 +78,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
               shape_str(grads[i].shape()), " for a root of shape ", shape_str(r.shape()));
     if (r.grad_fn())
       accumulate(pending[r.grad_fn().get()][r.impl().output_nr], grads[i]);
-    else
+    else {
       accumulate_leaf(r.impl(), grads[i]);
+      leaf_done(r.impl_ptr().get());
+    }
   }
 
   auto later_first = [](const Node* a, const Node* b) { return a->sequence < b->sequence; };
@@ -94,8 +110,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
           accumulate(pending[e.node.get()][e.output_nr], g);
         }
         if (--deps[e.node.get()] == 0) ready.push(e.node.get());
-      } else if (e.leaf && outs[i].defined()) {
-        accumulate_leaf(*e.leaf, outs[i]);
+      } else if (e.leaf) {
+        if (outs[i].defined()) accumulate_leaf(*e.leaf, outs[i]);
+        leaf_done(e.leaf.get());
       }
     }
     if (!retain_graph) node->release();

@@ -12,7 +12,9 @@ namespace gdn::data {
 
 namespace {
 
-constexpr int kRankShift = 40;  // counter = rank << 40 | (step * batch_size + row)
+// counter = step * global_batch + global_row; with one rank this is the former
+// step * batch_size + row, so single-process data orders are unchanged.
+constexpr int kCounterBits = 62;
 
 template <typename T>
 void fill_rows(const Shard& shard, const std::vector<int64_t>& starts, int64_t seq_len, Batch& b) {
@@ -66,18 +68,15 @@ void check_common(const Shard& shard, int64_t batch_size, int64_t seq_len, int r
 
 }  // namespace
 
-int64_t window_start(uint64_t seed, int rank, int64_t step, int64_t row, int64_t batch_size,
+int64_t window_start(uint64_t seed, int64_t step, int64_t global_row, int64_t global_batch,
                      int64_t num_starts) {
-  GDN_CHECK(step >= 0 && row >= 0 && row < batch_size && num_starts >= 1,
-            "window_start: bad arguments (step ", step, ", row ", row, ", batch_size ", batch_size,
-            ", num_starts ", num_starts, ")");
-  GDN_CHECK(rank >= 0 && rank < (1 << (64 - kRankShift)), "window_start: rank ", rank,
-            " out of range");
-  const uint64_t index = uint64_t(step) * uint64_t(batch_size) + uint64_t(row);
-  GDN_CHECK(step <= int64_t(((uint64_t(1) << kRankShift) - 1) / uint64_t(batch_size)),
-            "window_start: step ", step, " x batch_size ", batch_size, " exceeds 2^", kRankShift,
-            " draws per rank");
-  const uint64_t counter = (uint64_t(rank) << kRankShift) | index;
+  GDN_CHECK(step >= 0 && global_row >= 0 && global_row < global_batch && num_starts >= 1,
+            "window_start: bad arguments (step ", step, ", global row ", global_row,
+            ", global batch ", global_batch, ", num_starts ", num_starts, ")");
+  GDN_CHECK(step <= int64_t((uint64_t(1) << kCounterBits) / uint64_t(global_batch)),
+            "window_start: step ", step, " x global batch ", global_batch, " exceeds 2^",
+            kCounterBits, " draws");
+  const uint64_t counter = uint64_t(step) * uint64_t(global_batch) + uint64_t(global_row);
   const kern::Philox4 r = kern::philox4x32(counter, seed);
   const uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
   return int64_t(bits % uint64_t(num_starts));  // bias <= num_starts / 2^64: negligible
@@ -102,9 +101,10 @@ DataLoader::~DataLoader() {
 Batch DataLoader::batch_at(int64_t step) const {
   GDN_CHECK(step >= 0, "DataLoader: step must be >= 0, got ", step);
   std::vector<int64_t> starts(size_t(options_.batch_size));
+  const int64_t global_batch = options_.batch_size * options_.world_size;
   for (int64_t i = 0; i < options_.batch_size; ++i)
-    starts[size_t(i)] =
-        window_start(options_.seed, options_.rank, step, i, options_.batch_size, num_starts_);
+    starts[size_t(i)] = window_start(options_.seed, step, options_.rank * options_.batch_size + i,
+                                     global_batch, num_starts_);
   return make_batch(*shard_, std::move(starts), options_.seq_len, options_.dtype, step);
 }
 

@@ -1,11 +1,15 @@
 // Batches of token windows from a shard, as CPU int32/int64 tensors.
 //
 // DataLoader (training): each row of step s is a window of seq_len + 1 tokens at a random start.
-// The start of row i of step s on rank r is a pure function of (seed, rank, step, i): Philox
-// with key = seed and counter = rank * 2^40 + s * batch_size + i. Hence
+// With W ranks of batch_size B, row i of rank r is global row g = r * B + i of a global batch of
+// W * B rows, and its start is a pure function of (seed, step, g): Philox with key = seed and
+// counter = s * W * B + g. Hence
 //   - the order is deterministic and resumable from the step alone (state() / set_state());
-//   - ranks draw from disjoint counter ranges of the same generator, i.e. independent streams
-//     (windows are sampled with replacement, so two ranks can still pick overlapping text);
+//   - W ranks of batch B read exactly the rows of one process of batch W * B (rank r gets rows
+//     [r * B, (r + 1) * B) of it), so data-parallel runs see the same data as a single process,
+//     and a run resumes with another world size at the same global batch exactly; ranks draw
+//     disjoint counters, i.e. independent windows (sampled with replacement, so two ranks can
+//     still pick overlapping text);
 //   - prefetching (a worker thread that prepares up to `prefetch_depth` batches ahead) cannot
 //     change what a step returns.
 // SequentialLoader (evaluation): non-overlapping windows covering the shard in order: window j
@@ -51,8 +55,9 @@ struct LoaderState {
   int64_t step = 0;
 };
 
-// Shard offset of row `row` of `step` (the pure function above); num_starts = tokens - T.
-int64_t window_start(uint64_t seed, int rank, int64_t step, int64_t row, int64_t batch_size,
+// Shard offset of global row `global_row` (in [0, global_batch)) of `step`: the pure function
+// above; num_starts = tokens - T.
+int64_t window_start(uint64_t seed, int64_t step, int64_t global_row, int64_t global_batch,
                      int64_t num_starts);
 
 class DataLoader {

@@ -14,7 +14,8 @@ namespace gdn::data {
 
 namespace {
 
-constexpr int kRankShift = 40;  // row counter = rank << 40 | (step * batch_size + row)
+// row counter = step * global_batch + global_row (with one rank: step * batch_size + row).
+constexpr int kCounterBits = 62;
 
 // The draws of one row: draw j is Philox(counter = j, key = the row's stream key).
 class RowStream {
@@ -32,9 +33,8 @@ class RowStream {
   uint64_t next_ = 0;
 };
 
-uint64_t row_key(uint64_t seed, int rank, int64_t step, int64_t row, int64_t batch_size) {
-  const uint64_t counter =
-      (uint64_t(rank) << kRankShift) | (uint64_t(step) * uint64_t(batch_size) + uint64_t(row));
+uint64_t row_key(uint64_t seed, int64_t step, int64_t global_row, int64_t global_batch) {
+  const uint64_t counter = uint64_t(step) * uint64_t(global_batch) + uint64_t(global_row);
   const kern::Philox4 r = kern::philox4x32(counter, seed);
   return (uint64_t(r.x[0]) << 32) | r.x[1];
 }
@@ -100,14 +100,14 @@ void validate(const MqarOptions& o) {
   GDN_CHECK(o.batch_size >= 1, "MQAR: batch_size must be >= 1, got ", o.batch_size);
 }
 
-Batch mqar_batch(const MqarOptions& o, int64_t step, int rank) {
+Batch mqar_batch(const MqarOptions& o, int64_t step, int rank, int world_size) {
   validate(o);
   GDN_CHECK(step >= 0, "MQAR: step must be >= 0, got ", step);
-  GDN_CHECK(rank >= 0 && rank < (1 << (64 - kRankShift)), "MQAR: rank ", rank, " out of range");
-  GDN_CHECK(step <= int64_t(((uint64_t(1) << kRankShift) - 1) / uint64_t(o.batch_size)),
-            "MQAR: step ", step, " x batch_size ", o.batch_size, " exceeds 2^", kRankShift,
-            " rows per rank");
-  const int64_t B = o.batch_size, T = o.seq_len;
+  GDN_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "MQAR: rank ", rank,
+            " is outside [0, world_size = ", world_size, ")");
+  const int64_t B = o.batch_size, T = o.seq_len, global_batch = B * world_size;
+  GDN_CHECK(step <= int64_t((uint64_t(1) << kCounterBits) / uint64_t(global_batch)), "MQAR: step ",
+            step, " x global batch ", global_batch, " exceeds 2^", kCounterBits, " rows");
   Batch b;
   b.step = step;
   b.inputs = Tensor::empty({B, T}, DType::int64);
@@ -120,22 +120,25 @@ Batch mqar_batch(const MqarOptions& o, int64_t step, int rank) {
   std::fill(tgt, tgt + B * T, kMqarIgnore);
   b.starts.resize(size_t(B));
   for (int64_t r = 0; r < B; ++r) {
-    RowStream rng(row_key(o.seed, rank, step, r, B));
+    const int64_t g = int64_t(rank) * B + r;  // the row's index in the global batch
+    RowStream rng(row_key(o.seed, step, g, global_batch));
     fill_row(o, rng, in + r * T, tgt + r * T);
     std::copy(in + r * T, in + (r + 1) * T, tok + r * (T + 1));
     tok[r * (T + 1) + T] = 0;
-    b.starts[size_t(r)] = step * B + r;
+    b.starts[size_t(r)] = step * global_batch + g;
   }
   return b;
 }
 
-MqarLoader::MqarLoader(const MqarOptions& options, int rank) : options_(options), rank_(rank) {
+MqarLoader::MqarLoader(const MqarOptions& options, int rank, int world_size)
+    : options_(options), rank_(rank), world_size_(world_size) {
   validate(options_);
-  GDN_CHECK(rank >= 0, "MqarLoader: rank must be >= 0, got ", rank);
+  GDN_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "MqarLoader: rank ", rank,
+            " is outside [0, world_size = ", world_size, ")");
 }
 
 Batch MqarLoader::next() {
-  Batch b = mqar_batch(options_, next_step_, rank_);
+  Batch b = mqar_batch(options_, next_step_, rank_, world_size_);
   ++next_step_;
   return b;
 }

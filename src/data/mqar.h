@@ -21,11 +21,12 @@
 //   targets [B, T]      -100 except at the Q query-key positions
 //   tokens  [B, T + 1]  inputs followed by one padding token, so tokens[:, :T] == inputs and
 //                       tokens[:, 1:] is the *unmasked* next-token sequence; train on targets
-//   starts  [B]         the global index of each row on its rank: step * B + row
+//   starts  [B]         the global index of each row: step * W * B + r * B + row
 //
-// Determinism: row i of step s on rank r is a pure function of (seed, r, s, i). Its stream key
-// is Philox(counter = r << 40 | (s * B + i), key = seed) and its j-th draw is
-// Philox(counter = j, key = stream key); ranks use disjoint counter ranges as DataLoader does.
+// Determinism: row i of step s on rank r of W is global row g = r * B + i of a global batch of
+// W * B rows, a pure function of (seed, s, g). Its stream key is Philox(counter = s * W * B + g,
+// key = seed) and its j-th draw is Philox(counter = j, key = stream key): as with DataLoader, W
+// ranks of batch B draw exactly the rows of one process of batch W * B.
 #pragma once
 #include <cstdint>
 
@@ -51,16 +52,16 @@ int64_t mqar_num_keys(int64_t vocab_size);
 // Q >= 1, batch_size >= 1.
 void validate(const MqarOptions& options);
 
-// The batch of `step` on `rank` (the layout above).
-Batch mqar_batch(const MqarOptions& options, int64_t step, int rank = 0);
+// The batch of `step` on `rank` of `world_size` (the layout above; batch_size is per rank).
+Batch mqar_batch(const MqarOptions& options, int64_t step, int rank = 0, int world_size = 1);
 
 // Steps through mqar_batch like DataLoader through a shard (no worker thread: a batch is cheap).
 class MqarLoader {
  public:
-  explicit MqarLoader(const MqarOptions& options, int rank = 0);
+  explicit MqarLoader(const MqarOptions& options, int rank = 0, int world_size = 1);
   // The batch of step state().step, then advances.
   Batch next();
-  Batch batch_at(int64_t step) const { return mqar_batch(options_, step, rank_); }
+  Batch batch_at(int64_t step) const { return mqar_batch(options_, step, rank_, world_size_); }
   LoaderState state() const { return {next_step_}; }
   void set_state(const LoaderState& s);
   const MqarOptions& options() const { return options_; }
@@ -68,7 +69,7 @@ class MqarLoader {
 
  private:
   MqarOptions options_;
-  int rank_ = 0;
+  int rank_ = 0, world_size_ = 1;
   int64_t next_step_ = 0;
 };
 

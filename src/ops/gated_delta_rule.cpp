@@ -47,6 +47,33 @@ Tensor workspace(int64_t elems, DType dtype, Device device) {
   return empty({elems}, dtype, device);
 }
 
+// Scratch the kernel of this device needs (the CUDA kernels size their own).
+int64_t forward_workspace(const gdr::Problem& p, Device dev) {
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda()) return gdr::cuda_forward_workspace_elems(p);
+#endif
+  (void)dev;
+  return gdr::forward_workspace_elems(p);
+}
+int64_t backward_workspace(const gdr::Problem& p, Device dev) {
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda()) return gdr::cuda_backward_workspace_elems(p);
+#endif
+  (void)dev;
+  return gdr::backward_workspace_elems(p);
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+template <typename T>
+gdr::Inputs<T> inputs_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                         const Tensor& beta, const Tensor& h0) {
+  return {ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(g), ptr<T>(beta), ptr<acc_t<T>>(h0)};
+}
+
 class GatedDeltaRuleFn final : public autograd::Function {
  public:
   explicit GatedDeltaRuleFn(gdr::Problem p) : p_(p) {}
@@ -63,43 +90,16 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor ht = p_.want_ht ? empty({p_.B, p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
     Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
     {
-      Tensor ws = workspace(gdr::forward_workspace_elems(p_), ad, dev);
-      if (dev.is_cpu()) {
+      Tensor ws = workspace(forward_workspace(p_, dev), ad, dev);
+      if (!dev.is_meta()) {
         GDN_DISPATCH_GDR(q.dtype(), {
           using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
-                                     k.data<scalar_t>(),
-                                     v.data<scalar_t>(),
-                                     g.data<scalar_t>(),
-                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
-                                     h0.defined() ? h0.data<A>() : nullptr};
-          gdr::ForwardOutputs<scalar_t> outs{o.data<scalar_t>(),
-                                             ht.defined() ? ht.data<A>() : nullptr,
-                                             residual.data<A>(), ws.data<A>()};
-          gdr::forward_cpu<scalar_t>(p_, args, outs);
+          const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
+          const gdr::ForwardOutputs<scalar_t> outs{ptr<scalar_t>(o), ptr<A>(ht), ptr<A>(residual),
+                                                   ptr<A>(ws)};
+          GDN_RUN_ON_DEVICE(dev, "gated_delta_rule", gdr::forward_cpu<scalar_t>(p_, args, outs),
+                            gdr::forward_cuda<scalar_t>(p_, args, outs, detail::stream_of(dev)));
         });
-      } else if (dev.is_cuda()) {
-#if defined(GDN_WITH_CUDA)
-        // The CUDA kernels keep their own scratch (kernels/cuda/gdr_cuda.h; `fused` runs as
-        // `chunked` for now): a larger workspace than the one sized above when they need it.
-        const int64_t ws_cuda = gdr::cuda_forward_workspace_elems(p_);
-        Tensor ws_c = ws_cuda > ws.numel() ? workspace(ws_cuda, ad, dev) : ws;
-        GDN_DISPATCH_GDR(q.dtype(), {
-          using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
-                                     k.data<scalar_t>(),
-                                     v.data<scalar_t>(),
-                                     g.data<scalar_t>(),
-                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
-                                     h0.defined() ? h0.data<A>() : nullptr};
-          gdr::ForwardOutputs<scalar_t> outs{o.data<scalar_t>(),
-                                             ht.defined() ? ht.data<A>() : nullptr,
-                                             residual.data<A>(), ws_c.data<A>()};
-          gdr::forward_cuda<scalar_t>(p_, args, outs, detail::stream_of(dev));
-        });
-#else
-        GDN_FAIL("gated_delta_rule: gdn was built without CUDA");
-#endif
       }
     }
     ctx.save_for_backward({q, k, v, g, beta, h0, residual});
@@ -123,57 +123,26 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor dbeta = beta.defined() ? empty(beta.shape(), dt, dev) : Tensor();
     Tensor dh0 = h0.defined() ? empty(h0.shape(), ad, dev) : Tensor();
     {
-      Tensor ws = workspace(gdr::backward_workspace_elems(p_), ad, dev);
-      if (dev.is_cpu()) {
+      Tensor ws = workspace(backward_workspace(p_, dev), ad, dev);
+      if (!dev.is_meta()) {
         GDN_DISPATCH_GDR(dt, {
           using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
-                                     k.data<scalar_t>(),
-                                     v.data<scalar_t>(),
-                                     g.data<scalar_t>(),
-                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
-                                     h0.defined() ? h0.data<A>() : nullptr};
+          const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
           gdr::BackwardArgs<scalar_t> b;
-          b.d_o = d_o.data<scalar_t>();
-          b.dht = dht.defined() ? dht.data<A>() : nullptr;
-          b.residual = residual.data<A>();
-          b.workspace = ws.data<A>();
-          b.dq = dq.data<scalar_t>();
-          b.dk = dk.data<scalar_t>();
-          b.dv = dv.data<scalar_t>();
-          b.dg = dg.data<scalar_t>();
-          b.dbeta = dbeta.defined() ? dbeta.data<scalar_t>() : nullptr;
-          b.dh0 = dh0.defined() ? dh0.data<A>() : nullptr;
-          gdr::backward_cpu<scalar_t>(p_, args, b);
+          b.d_o = ptr<scalar_t>(d_o);
+          b.dht = ptr<A>(dht);
+          b.residual = ptr<A>(residual);
+          b.workspace = ptr<A>(ws);
+          b.dq = ptr<scalar_t>(dq);
+          b.dk = ptr<scalar_t>(dk);
+          b.dv = ptr<scalar_t>(dv);
+          b.dg = ptr<scalar_t>(dg);
+          b.dbeta = ptr<scalar_t>(dbeta);
+          b.dh0 = ptr<A>(dh0);
+          GDN_RUN_ON_DEVICE(dev, "gated_delta_rule backward",
+                            gdr::backward_cpu<scalar_t>(p_, args, b),
+                            gdr::backward_cuda<scalar_t>(p_, args, b, detail::stream_of(dev)));
         });
-      } else if (dev.is_cuda()) {
-#if defined(GDN_WITH_CUDA)
-        const int64_t ws_cuda = gdr::cuda_backward_workspace_elems(p_);  // the CUDA scratch
-        Tensor ws_c = ws_cuda > ws.numel() ? workspace(ws_cuda, ad, dev) : ws;
-        GDN_DISPATCH_GDR(dt, {
-          using A = acc_t<scalar_t>;
-          gdr::Inputs<scalar_t> args{q.data<scalar_t>(),
-                                     k.data<scalar_t>(),
-                                     v.data<scalar_t>(),
-                                     g.data<scalar_t>(),
-                                     beta.defined() ? beta.data<scalar_t>() : nullptr,
-                                     h0.defined() ? h0.data<A>() : nullptr};
-          gdr::BackwardArgs<scalar_t> b;
-          b.d_o = d_o.data<scalar_t>();
-          b.dht = dht.defined() ? dht.data<A>() : nullptr;
-          b.residual = residual.data<A>();
-          b.workspace = ws_c.data<A>();
-          b.dq = dq.data<scalar_t>();
-          b.dk = dk.data<scalar_t>();
-          b.dv = dv.data<scalar_t>();
-          b.dg = dg.data<scalar_t>();
-          b.dbeta = dbeta.defined() ? dbeta.data<scalar_t>() : nullptr;
-          b.dh0 = dh0.defined() ? dh0.data<A>() : nullptr;
-          gdr::backward_cuda<scalar_t>(p_, args, b, detail::stream_of(dev));
-        });
-#else
-        GDN_FAIL("gated_delta_rule backward: gdn was built without CUDA");
-#endif
       }
     }
     return {dq, dk, dv, dg, dbeta, dh0};

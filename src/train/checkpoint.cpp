@@ -44,6 +44,12 @@ std::string checkpoint_path(const std::string& run_dir, int64_t step) {
 
 void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                      const optim::Optimizer& opt, const TrainerState& state) {
+  save_checkpoint(run_dir, model, opt.name(), opt.state_dict(), state);
+}
+
+void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
+                     const std::string& optimizer_name, const optim::OptimizerState& os,
+                     const TrainerState& state) {
   const std::string dir = checkpoint_path(run_dir, state.step);
   fs::create_directories(fs::path(dir).parent_path());
   const std::string tmp = dir + ".partial";
@@ -51,9 +57,8 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
   fs::remove_all(tmp, ec);
   // The model directory first (its own atomic write), then the trainer state into it.
   save_pretrained(tmp, model, DType::float32);
-  optim::OptimizerState os = opt.state_dict();
   io::NamedTensors tensors(os.tensors.begin(), os.tensors.end());
-  std::map<std::string, std::string> meta{{"optimizer", opt.name()}};
+  std::map<std::string, std::string> meta{{"optimizer", optimizer_name}};
   char buf[64];
   for (const auto& [k, v] : os.scalars) {
     std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -67,6 +72,8 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                        {"best_val_loss", state.best_val_loss},
                        {"skipped_steps", state.skipped_steps},
                        {"elapsed_s", state.elapsed_s},
+                       {"world_size", state.world_size},
+                       {"global_batch", state.global_batch},
                        {"format", "gdn-trainer-state-1"}};
   write_text_atomic(fs::path(tmp) / "trainer_state.json", js.dump(2) + "\n");
   replace_directory(tmp, dir);
@@ -112,26 +119,34 @@ TrainerState load_trainer_state(const std::string& dir) {
     s.best_val_loss = j.value("best_val_loss", 0.0);
     s.skipped_steps = j.value("skipped_steps", int64_t(0));
     s.elapsed_s = j.value("elapsed_s", 0.0);
+    s.world_size = j.value("world_size", int64_t(1));
+    s.global_batch = j.value("global_batch", int64_t(0));
   } catch (const nlohmann::json::exception& e) {
     GDN_FAIL(p.string(), ": ", e.what());
   }
   return s;
 }
 
-void load_optimizer(const std::string& dir, optim::Optimizer& opt) {
+optim::OptimizerState read_optimizer_state(const std::string& dir,
+                                           const std::string& optimizer_name) {
   const std::string path = (fs::path(dir) / "optimizer.safetensors").string();
   std::map<std::string, std::string> meta;
   auto tensors = io::load_safetensors(path, &meta);
-  GDN_CHECK(meta["optimizer"] == opt.name(), path, ": saved by optimizer '", meta["optimizer"],
-            "', but this run uses '", opt.name(), "'");
+  GDN_CHECK(meta["optimizer"] == optimizer_name, path, ": saved by optimizer '", meta["optimizer"],
+            "', but this run uses '", optimizer_name, "'");
   optim::OptimizerState os;
   for (auto& [k, t] : tensors) os.tensors[k] = t;
   for (const auto& [k, v] : meta)
     if (k.rfind("scalar:", 0) == 0) os.scalars[k.substr(7)] = std::stod(v);
+  return os;
+}
+
+void load_optimizer(const std::string& dir, optim::Optimizer& opt) {
+  const optim::OptimizerState os = read_optimizer_state(dir, opt.name());
   try {
     opt.load_state_dict(os);
   } catch (const Error& e) {
-    GDN_FAIL(path, ": ", e.what());
+    GDN_FAIL((fs::path(dir) / "optimizer.safetensors").string(), ": ", e.what());
   }
 }
 

@@ -19,6 +19,8 @@ struct TrainerState {
   double best_val_loss = 0;   // 0: none yet
   int64_t skipped_steps = 0;  // steps skipped for non-finite loss or gradients
   double elapsed_s = 0;       // training time so far (across resumes)
+  int64_t world_size = 1;     // data-parallel ranks of the run that saved it
+  int64_t global_batch = 0;   // rows per micro-batch over all ranks (0: unknown, older files)
 };
 
 // RUN_DIR/checkpoints/step-000123 for step 123.
@@ -26,6 +28,10 @@ std::string checkpoint_path(const std::string& run_dir, int64_t step);
 
 void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                      const optim::Optimizer& opt, const TrainerState& state);
+// The same from an optimizer state assembled elsewhere (ZeRO-1 gathers it from the ranks).
+void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
+                     const std::string& optimizer_name, const optim::OptimizerState& opt_state,
+                     const TrainerState& state);
 
 // A run directory (its latest checkpoint) or a checkpoint directory -> the checkpoint
 // directory; errors say what was looked for.
@@ -35,6 +41,9 @@ std::string run_dir_of(const std::string& path);
 
 TrainerState load_trainer_state(const std::string& checkpoint_dir);
 void load_optimizer(const std::string& checkpoint_dir, optim::Optimizer& opt);
+// The saved optimizer state as it is (every parameter's); errors unless `optimizer_name` saved it.
+optim::OptimizerState read_optimizer_state(const std::string& checkpoint_dir,
+                                           const std::string& optimizer_name);
 
 // Keeps the newest `keep` checkpoints of a run (0 keeps all).
 void prune_checkpoints(const std::string& run_dir, int64_t keep);

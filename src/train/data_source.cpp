@@ -80,7 +80,7 @@ class TextData final : public DataSource {
 // MQAR: synthetic batches; validation uses a fixed set drawn from another seed.
 class MqarData final : public DataSource {
  public:
-  MqarData(const RunConfig& cfg, int rank)
+  MqarData(const RunConfig& cfg, int rank, int world)
       : eval_batches_(std::max<int64_t>(cfg.train.eval_batches, 1)) {
     data::MqarOptions o;
     o.vocab_size = cfg.model.vocab_size;
@@ -90,11 +90,12 @@ class MqarData final : public DataSource {
     o.batch_size = cfg.train.batch_size;
     o.seed = uint64_t(cfg.train.seed);
     data::validate(o);
-    loader_ = std::make_unique<data::MqarLoader>(o, rank);
+    loader_ = std::make_unique<data::MqarLoader>(o, rank, world);
     data::MqarOptions v = o;
     v.seed = o.seed + 1000003;  // held out: never seen in training
     eval_options_ = v;
     rank_ = rank;
+    world_ = world;
     describe_ = str_cat("MQAR: ", o.num_pairs, " key-value pairs, ", o.num_queries,
                         " queries per sequence of ", o.seq_len, " tokens, vocab ", o.vocab_size);
   }
@@ -104,7 +105,7 @@ class MqarData final : public DataSource {
   void reset_eval() override { eval_step_ = 0; }
   bool next_eval(data::Batch& b) override {
     if (eval_step_ >= eval_batches_) return false;
-    b = data::mqar_batch(eval_options_, eval_step_++, rank_);
+    b = data::mqar_batch(eval_options_, eval_step_++, rank_, world_);
     return true;
   }
   int64_t vocab_size() const override { return eval_options_.vocab_size; }
@@ -115,7 +116,7 @@ class MqarData final : public DataSource {
   std::unique_ptr<data::MqarLoader> loader_;
   data::MqarOptions eval_options_;
   int64_t eval_batches_, eval_step_ = 0;
-  int rank_ = 0;
+  int rank_ = 0, world_ = 1;
   std::string describe_;
 };
 
@@ -144,7 +145,7 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
 
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
                                              int rank, int world_size) {
-  if (cfg.data.task == "mqar") return std::make_unique<MqarData>(cfg, rank);
+  if (cfg.data.task == "mqar") return std::make_unique<MqarData>(cfg, rank, world_size);
   const std::string dir = data_dir_of(cfg, run_dir);
   ensure_prepared(cfg, dir, rank);
   return std::make_unique<TextData>(cfg, dir, rank, world_size);

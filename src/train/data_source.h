@@ -1,6 +1,7 @@
 // Where the trainer's batches come from: token shards (prepared on first use from text files,
 // or the default corpus, into RUN_DIR/data) or the synthetic MQAR task. Both give batches
-// that are a pure function of (seed, rank, step), so resuming replays exactly.
+// that are a pure function of (seed, rank, step), so resuming replays exactly; with W ranks of
+// batch B, rank r gets rows [r * B, (r + 1) * B) of the one-process batch of W * B rows.
 #pragma once
 #include <memory>
 #include <string>

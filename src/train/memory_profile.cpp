@@ -12,6 +12,9 @@
 #include "optim/clip.h"
 #include "optim/param_groups.h"
 #include "src/autograd/node.h"
+#include "src/dist/communicator.h"
+#include "src/dist/grad_reducer.h"
+#include "src/dist/zero.h"
 #include "src/ops/ops.h"
 
 namespace gdn::train {
@@ -111,9 +114,12 @@ int64_t parse_bytes(const std::string& s) {
 }
 
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device_name,
-                                    int64_t batch, int64_t seq) {
+                                    int64_t batch, int64_t seq, int world_size) {
+  GDN_CHECK(world_size >= 1, "profile: world size must be >= 1, got ", world_size);
   const Device dev = parse_device(device_name);
   MemoryProfile prof;
+  prof.world_size = world_size;
+  prof.zero1 = cfg.dist.zero1 && world_size > 1;
   prof.device = dev.str();
   prof.batch = batch;
   prof.seq = seq;
@@ -142,9 +148,21 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
     prof.params = model.num_parameters();
     optim::AdamWOptions o;
     o.lr = cfg.train.lr;
-    optim::AdamW opt(optim::build_param_groups(model.named_parameters(), cfg.train.weight_decay,
-                                               cfg.train.decay_embeddings),
-                     o);
+    auto groups = optim::build_param_groups(model.named_parameters(), cfg.train.weight_decay,
+                                            cfg.train.decay_embeddings);
+    if (prof.zero1) {
+      // The trainer's sharding; rank 0 gets the largest parameter, so its shard is the largest.
+      std::vector<int64_t> numels;
+      for (const Tensor& p : optim::all_params(groups)) numels.push_back(p.numel());
+      groups = dist::shard_param_groups(groups, dist::assign_shards(numels, world_size), 0);
+    }
+    optim::AdamW opt(groups, o);
+    // Data-parallel: the gradients are views into the all-reduce buckets, allocated up front
+    // (the collectives themselves are left out: one process stands for every rank).
+    std::unique_ptr<dist::GradReducer> reducer;
+    if (world_size > 1)
+      reducer = std::make_unique<dist::GradReducer>(model.parameters(), dist::single_communicator(),
+                                                    cfg.dist.bucket_mb * (int64_t(1) << 20));
     phase("setup");
     Generator data(7);
     Tensor ids = ops::randint({batch, seq}, 0, cfg.model.vocab_size, DType::int64, dev, &data);
@@ -153,7 +171,9 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
       Tensor loss = model.loss(ids, tgt);
       phase("forward");
       add_saved_activations(loss, prof);
+      if (reducer) reducer->arm();
       loss.backward();
+      if (reducer) reducer->finish();
     }
     phase("backward");
     if (cfg.train.clip_grad_norm > 0)
@@ -191,7 +211,9 @@ nlohmann::json profile_json(const MemoryProfile& p) {
       {"peak_bytes_by_phase", phases},
       {"saved_activations",
        {{"total", p.saved_total}, {"per_block", p.saved_by_block}, {"per_kind", p.saved_by_kind}}},
-      {"allowance_bytes", p.allowance_bytes}};
+      {"allowance_bytes", p.allowance_bytes},
+      {"world_size", p.world_size},
+      {"zero1", p.zero1}};
   if (p.budget_bytes > 0) {
     j["budget_bytes"] = p.budget_bytes;
     j["fits"] = p.fits();
@@ -207,6 +229,11 @@ std::string profile_table(const MemoryProfile& p) {
                 std::to_string(p.params).c_str(), (long long)p.batch, (long long)p.seq,
                 p.dtype.c_str(), p.checkpointing.c_str(), p.device.c_str());
   out += line;
+  if (p.world_size > 1) {
+    std::snprintf(line, sizeof line, "one rank of %lld (batch per rank)%s\n",
+                  (long long)p.world_size, p.zero1 ? ", ZeRO-1: rank 0's optimizer shard" : "");
+    out += line;
+  }
   std::snprintf(line, sizeof line, "%-12s %14s %14s\n", "category", "at peak", "own max");
   out += line;
   for (int c = 0; c < kNumMemCategories; ++c) {
@@ -249,7 +276,7 @@ std::string profile_table(const MemoryProfile& p) {
 }
 
 std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int64_t seq,
-                                        int64_t budget, int64_t allowance) {
+                                        int64_t budget, int64_t allowance, int world_size) {
   std::vector<FitSuggestion> out;
   std::set<std::string> tried;
   struct Variant {
@@ -269,7 +296,7 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
       RunConfig c = cfg;
       c.train.dtype = v.dtype;
       c.train.checkpointing = v.ckpt;
-      MemoryProfile p = profile_training_step(c, "meta", b, seq);
+      MemoryProfile p = profile_training_step(c, "meta", b, seq, world_size);
       FitSuggestion s;
       s.settings = settings;
       s.peak_bytes = p.peak_bytes;

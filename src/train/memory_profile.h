@@ -24,6 +24,8 @@ struct NaturalLess {
 struct MemoryProfile {
   std::string device;
   int64_t params = 0, batch = 0, seq = 0;
+  int64_t world_size = 1;  // data-parallel ranks: the profile is of one rank (rank 0)
+  bool zero1 = false;      // optimizer state sharded (dist.zero1 with world_size > 1)
   std::string dtype, checkpointing;
   int64_t peak_bytes = 0;
   std::string peak_phase;  // setup | forward | backward | optimizer
@@ -39,9 +41,11 @@ struct MemoryProfile {
 };
 
 // Runs one step of cfg's model at [batch, seq] on `device` (meta, cpu or cuda) with random
-// tokens. The allocator peaks are reset first; everything is freed after.
+// tokens. The allocator peaks are reset first; everything is freed after. world_size > 1: one
+// rank of a data-parallel run (batch per rank): gradients in all-reduce buckets allocated up
+// front, and with dist.zero1 only rank 0's shard of the optimizer state (about 1/world_size).
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device, int64_t batch,
-                                    int64_t seq);
+                                    int64_t seq, int world_size = 1);
 
 nlohmann::json profile_json(const MemoryProfile& p);
 std::string profile_table(const MemoryProfile& p);
@@ -53,7 +57,7 @@ struct FitSuggestion {
   bool fits = false;
 };
 std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int64_t seq,
-                                        int64_t budget, int64_t allowance);
+                                        int64_t budget, int64_t allowance, int world_size = 1);
 
 // Adds the saved activations of the graph behind `loss` (each storage once) to prof's totals,
 // per block and per op kind.

@@ -108,6 +108,10 @@ void RunConfig::validate() const {
                 train.log_every >= 1,
             "train.warmup_steps, eval_every, save_every must be >= 0 and log_every >= 1");
   check_one_of<std::string>(dist.backend, {"auto", "mpi", "nccl"}, "dist.backend");
+  GDN_CHECK(dist.bucket_mb >= 0 && dist.timeout_s > 0,
+            "dist.bucket_mb must be >= 0 (0: one bucket per parameter) and dist.timeout_s > 0 "
+            "(got ",
+            dist.bucket_mb, " and ", dist.timeout_s, ")");
 }
 
 std::string RunConfig::to_yaml() const {

@@ -54,8 +54,8 @@ struct TrainConfig {
 struct DistConfig {
   std::string backend = "auto";  // auto | mpi | nccl
   bool zero1 = false;            // shard optimizer state across ranks
-  int64_t bucket_mb = 25;        // gradient all-reduce bucket size
-  double timeout_s = 300;
+  int64_t bucket_mb = 25;        // gradient all-reduce bucket size (0: one per parameter)
+  double timeout_s = 300;        // a collective waiting longer fails, naming itself
 };
 
 struct RunConfig {

@@ -1,6 +1,9 @@
 // The trainer: model, optimizer, schedule and data from a RunConfig; the training loop with
 // gradient accumulation, clipping, non-finite detection, periodic validation, checkpoints
 // (atomic, resumable exactly), metrics.jsonl and a progress line; Ctrl-C saves and exits.
+// Data-parallel under mpirun (README "Data-parallel training"): every rank runs this loop on
+// its rows of the global batch; gradients are averaged by a dist::GradReducer during backward,
+// rank 0 alone logs and writes checkpoints.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,6 +16,11 @@
 #include "src/train/metrics.h"
 #include "src/train/run_config.h"
 
+namespace gdn::dist {
+class Communicator;
+class GradReducer;
+}  // namespace gdn::dist
+
 namespace gdn::train {
 
 struct TrainerOptions {
@@ -21,6 +29,8 @@ struct TrainerOptions {
   bool profile_memory = false;  // print the memory profile of the first step
   bool read_only = false;       // eval/generate: touch nothing in the run directory
   int64_t stop_after = -1;      // stop (saving) after this many steps of this run: tests of resume
+  // The ranks to train over; null: from dist.backend when launched by mpirun, else one process.
+  std::shared_ptr<dist::Communicator> comm;
 };
 
 class Trainer {
@@ -41,18 +51,32 @@ class Trainer {
   DataSource& data() { return *data_; }
   Device device() const { return device_; }
   const std::string& run_dir() const { return run_dir_; }
+  dist::Communicator& comm() { return *comm_; }
+  int rank() const;
+  int world_size() const;
 
  private:
   void save();
   void log_step(double loss, double grad_norm, double step_seconds, int64_t step_tokens);
   void log_eval();
+  void init_data_parallel();  // agreement checks, weights from rank 0, the gradient reducer
+  void check_same_parameters(const std::string& when);
+  void zero_grads();
+  void step_optimizer();  // with ZeRO-1: this rank's shard, then every parameter from its owner
 
   RunConfig cfg_;
   TrainerOptions options_;
   std::string run_dir_;
   Device device_;
+  std::shared_ptr<dist::Communicator> comm_;
   std::unique_ptr<nn::CausalLM> model_;
   std::unique_ptr<optim::Optimizer> opt_;
+  std::unique_ptr<dist::GradReducer> reducer_;  // world_size > 1
+  // ZeRO-1: the unsharded optimizer on meta (state layout), the owner of each of its
+  // parameters, and those parameters (the real ones, in the same order).
+  std::unique_ptr<optim::Optimizer> opt_layout_;
+  std::vector<int> owners_;
+  std::vector<Tensor> sharded_params_;
   optim::LrSchedule schedule_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<MetricsLog> metrics_;
@@ -62,6 +86,7 @@ class Trainer {
   // Running window for the progress line.
   double window_loss_ = 0, window_seconds_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
+  double window_comm_s_ = 0, window_wait_s_ = 0;  // gradient all-reduce time (data-parallel)
 };
 
 }  // namespace gdn::train
