@@ -1,10 +1,12 @@
 // CUDA gated delta rule (kernels/cuda/gdr_*.cu) against the CPU fp64 recurrent reference: every
-// implementation (recurrent, chunked with both residual policies, fused -> chunked, ssd), fp64,
+// implementation (recurrent, chunked with both residual policies, fused, ssd), fp64,
 // fp32 and bf16, chunk sizes 16/32/64, forward o and ht and every gradient, on odd shapes
 // (T not a multiple of C, T = 1, K != V, GVA with HV = 2H and 4H, h0/dht given or not, strong
 // decay, K = V = 256) and the seed's shapes (B=4 H=8 T=512 K=V=64; T=2048 K=V=128);
 // determinism (bitwise equal twice); the op wiring through autograd (CUDA op = CPU op); and
-// input validation. Tolerances by dtype against fp64, never loosened to pass. Label `gpu`.
+// input validation. The fused kernels also against their CPU emulation (the same block code,
+// gdr_fused_emulate.h) at every V tile width, and their plan on Hopper-class parts. Tolerances
+// by dtype against fp64, never loosened to pass. Label `gpu`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,9 +18,13 @@
 #include "kernels/gated_delta_rule.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
+#include "tests/gdr_test_data.h"
 #include "tests/test_util.h"
 #if defined(GDN_WITH_CUDA)
+#include <cuda_runtime.h>
+
 #include "kernels/cuda/gdr_cuda.h"
+#include "kernels/cuda/gdr_fused_emulate.h"
 #include "src/core/cuda/cuda_context.h"
 #endif
 
@@ -28,63 +34,8 @@ GDN_TEST_REQUIRES_CUDA();
 namespace gdn::gdr {
 namespace {
 
-using Vec = std::vector<double>;
+using namespace test_data;
 const Device kCuda = Device::cuda(0);
-
-struct Data {
-  Vec q, k, v, g, beta, h0, d_o, dht;
-};
-struct Result {
-  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
-
-enum class Gates { realistic, strong_decay };
-
-// As the model makes them: k L2-normalised per head, beta = sigmoid, g = -0.1 softplus.
-Data make_data(const Problem& p, Gates gates, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> n01(0, 1);
-  auto normal = [&](int64_t n, double std) {
-    Vec x(n);
-    for (auto& e : x) e = std * n01(rng);
-    return x;
-  };
-  Data d;
-  d.q = normal(p.B * p.T * p.H * p.K, 1);
-  d.k = normal(p.B * p.T * p.H * p.K, 1);
-  for (int64_t r = 0; r < p.B * p.T * p.H; ++r) {
-    double ss = 1e-6;
-    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
-    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
-  }
-  d.v = normal(p.B * p.T * p.HV * p.V, 1);
-  const int64_t ng = p.B * p.T * p.HV;
-  d.g.resize(ng);
-  d.beta.resize(ng);
-  for (int64_t i = 0; i < ng; ++i) {
-    const double x = n01(rng);
-    d.g[i] = gates == Gates::strong_decay ? -5 - std::abs(x) : -0.1 * std::log1p(std::exp(x));
-    d.beta[i] = 1 / (1 + std::exp(-n01(rng)));
-  }
-  d.h0 = normal(p.B * p.HV * p.K * p.V, 0.5);
-  d.d_o = normal(p.B * p.T * p.HV * p.V, 1);
-  d.dht = normal(p.B * p.HV * p.K * p.V, 1);
-  return d;
-}
-
-// The values a T-typed (inputs) / acc-typed (states) run sees, exactly.
-template <typename T>
-Vec round_vec(const Vec& x) {
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(from_acc<T>(acc_t<T>(x[i]))));
-  return y;
-}
-template <typename T>
-Data round_to(const Data& d) {
-  using A = acc_t<T>;
-  return Data{round_vec<T>(d.q),    round_vec<T>(d.k),  round_vec<T>(d.v),   round_vec<T>(d.g),
-              round_vec<T>(d.beta), round_vec<A>(d.h0), round_vec<T>(d.d_o), round_vec<A>(d.dht)};
-}
 
 Tensor upload(const Vec& x, DType dt) {
   return ops::from_vector(x, {int64_t(x.size())}, dt, kCuda);
@@ -103,8 +54,8 @@ Result run_cuda(const Problem& p, const Data& d) {
   Tensor dht = upload(d.dht, ad);
   Tensor o = device_buffer(d.v.size(), dt), ht = device_buffer(d.h0.size(), ad);
   Tensor residual = device_buffer(residual_elems(p), ad);
-  Tensor fws = device_buffer(cuda_forward_workspace_elems(p), ad);
-  Tensor bws = device_buffer(cuda_backward_workspace_elems(p), ad);
+  Tensor fws = device_buffer(cuda_forward_workspace_elems(p, sizeof(A)), ad);
+  Tensor bws = device_buffer(cuda_backward_workspace_elems(p, sizeof(A)), ad);
   Inputs<T> in{q.data<T>(),
                k.data<T>(),
                v.data<T>(),
@@ -173,7 +124,7 @@ Result reference(Problem p, const Data& d) {
   return r;
 }
 
-void expect_close(const Result& x, const Result& ref, double tol, const std::string& what) {
+void expect_near(const Result& x, const Result& ref, double tol, const std::string& what) {
   const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
       {"o", {&x.o, &ref.o}},
       {"ht", {&x.ht, &ref.ht}},
@@ -186,7 +137,7 @@ void expect_close(const Result& x, const Result& ref, double tol, const std::str
   for (const auto& [name, pr] : fields) {
     ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
     for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
-    EXPECT_LE(test::rel_err(*pr.first, *pr.second), tol) << what << " " << name;
+    EXPECT_LE(test_data::rel_err(*pr.first, *pr.second), tol) << what << " " << name;
   }
 }
 
@@ -218,11 +169,12 @@ struct Variant {
   Impl impl;
   Residual residual;
 };
-const Variant kVariants[] = {{Impl::recurrent, Residual::minimal},
-                             {Impl::chunked, Residual::minimal},
-                             {Impl::chunked, Residual::full},
-                             {Impl::fused, Residual::minimal},  // runs as chunked on CUDA
-                             {Impl::ssd, Residual::minimal}};
+const Variant kVariants[] = {
+    {Impl::recurrent, Residual::minimal},
+    {Impl::chunked, Residual::minimal},
+    {Impl::chunked, Residual::full},
+    {Impl::fused, Residual::minimal},  // its own kernels where the plan fits
+    {Impl::ssd, Residual::minimal}};
 
 std::string label(const Case& c, const Variant& v, const char* dt, int chunk) {
   return std::string(c.name) + " " + impl_name(v.impl) + "/" + residual_name(v.residual) + " " +
@@ -245,9 +197,9 @@ void check_case(const Case& c, const std::vector<int>& chunks, bool with_f64) {
         const Problem p = problem_for(c, v.impl, v.residual, chunk);
         // fp32: another summation order than fp64 (and the chunked form); bf16: the inputs and
         // outputs are rounded to 8 bits of mantissa.
-        if (with_f64) expect_close(run_cuda<double>(p, d64), r64, 1e-9, label(c, v, "f64", chunk));
-        expect_close(run_cuda<float>(p, d32), r32, 1e-4, label(c, v, "f32", chunk));
-        expect_close(run_cuda<bf16>(p, d16), r16, 2e-2, label(c, v, "bf16", chunk));
+        if (with_f64) expect_near(run_cuda<double>(p, d64), r64, 1e-9, label(c, v, "f64", chunk));
+        expect_near(run_cuda<float>(p, d32), r32, 1e-4, label(c, v, "f32", chunk));
+        expect_near(run_cuda<bf16>(p, d16), r16, 2e-2, label(c, v, "bf16", chunk));
       }
   }
 }
@@ -294,7 +246,7 @@ TEST(CudaGdr, BitwiseDeterministic) {
 }
 
 // The op (src/ops/gated_delta_rule.cpp) on CUDA equals the op on the CPU, through autograd,
-// including fused (the chunked kernels with their larger workspace) and h0 / ht.
+// including fused (its own kernels and workspace) and h0 / ht.
 TEST(CudaGdr, OpThroughAutogradMatchesCpu) {
   Generator gen(21);
   const int64_t B = 2, T = 67, H = 2, HV = 4, K = 16, V = 24;
@@ -329,6 +281,74 @@ TEST(CudaGdr, OpThroughAutogradMatchesCpu) {
     for (size_t i = 0; i < results[0].size(); ++i)
       EXPECT_LE(test::rel_err(results[1][i], results[0][i]), 1e-4)
           << impl_name(impl) << " output/grad #" << i;
+  }
+}
+
+// The GPU runs the block code the CPU emulator runs: the two agree to rounding (the order of the
+// tensor cores' sums, expf vs std::exp), at every V tile width (GDN_FUSED_VT).
+template <typename T>
+Result emulate_fused(const Problem& p, int64_t vt, const Data& d) {
+  using A = acc_t<T>;
+  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
+             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
+  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
+  std::vector<T> o(v.size()), dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()),
+      dbeta(g.size());
+  std::vector<A> ht(h0.size()), residual(residual_elems(p)), dh0(h0.size()),
+      partial(fused::backward_workspace(p, p.V / vt));
+  const Inputs<T> in{q.data(), k.data(),    v.data(),
+                     g.data(), beta.data(), p.has_h0 ? h0.data() : nullptr};
+  fused::emulate_forward<T>(
+      p, vt, in, ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data()},
+      false);
+  fused::emulate_backward<T>(
+      p, vt, in,
+      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(), partial.data(),
+                      dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
+                      p.has_h0 ? dh0.data() : nullptr},
+      false);
+  Result r;
+  r.o = to_double(o);
+  if (p.want_ht) r.ht = to_double(ht);
+  r.dq = to_double(dq);
+  r.dk = to_double(dk);
+  r.dv = to_double(dv);
+  r.dg = to_double(dg);
+  r.dbeta = to_double(dbeta);
+  if (p.has_h0) r.dh0 = to_double(dh0);
+  return r;
+}
+
+TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
+  const Case c{"fused_emulation", 2, 90, 1, 2, 32, 64, true, true, Gates::realistic};
+  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
+  const Data d = make_data(p, c.gates, 17);
+  for (int64_t vt : {16, 32, 64}) {
+    const std::string vt_s = std::to_string(vt);
+    setenv("GDN_FUSED_VT", vt_s.c_str(), 1);
+    ASSERT_EQ(cuda_fused_fallback(p, false, 4), "") << "vt " << vt;
+    ASSERT_EQ(cuda_fused_fallback(p, true, 4), "") << "vt " << vt;
+    expect_near(run_cuda<float>(p, round_to<float>(d)), emulate_fused<float>(p, vt, d), 1e-5,
+                "f32 vt " + vt_s);
+    expect_near(run_cuda<bf16>(p, round_to<bf16>(d)), emulate_fused<bf16>(p, vt, d), 2e-3,
+                "bf16 vt " + vt_s);
+    expect_near(run_cuda<double>(p, d), emulate_fused<double>(p, vt, d), 1e-12, "f64 vt " + vt_s);
+  }
+  unsetenv("GDN_FUSED_VT");
+}
+
+TEST(CudaGdrFused, SeedShapesRunFusedOnHopperClassParts) {
+  int dev = 0, smem = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+            cudaSuccess);
+  if (smem < 232448) GTEST_SKIP() << "shared memory per block " << smem << " < 227 KiB";
+  for (int64_t D : {64, 128}) {
+    const Case c{"seed", 4, 8192, 8, 8, D, D, false, false, Gates::realistic};
+    const Problem p = problem_for(c, Impl::fused, Residual::minimal, 64);
+    for (bool backward : {false, true}) {
+      EXPECT_EQ(cuda_fused_fallback(p, backward, 4), "") << "D " << D << " bwd " << backward;
+    }
   }
 }
 

@@ -17,89 +17,12 @@
 
 #include "kernels/cpu/gdr_internal.h"
 #include "kernels/gated_delta_rule.h"
+#include "tests/gdr_test_data.h"
 
 namespace gdn::gdr {
 namespace {
 
-using Vec = std::vector<double>;
-
-// Inputs and upstream gradients of one problem, in fp64.
-struct Data {
-  Vec q, k, v, g, beta, h0, d_o, dht;
-};
-// Everything a forward + backward produces, in fp64.
-struct Result {
-  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
-
-enum class Gates { realistic, no_decay, strong_decay, beta_zero, beta_one };
-
-double softplus(double x) {
-  return x > 20 ? x : std::log1p(std::exp(x));
-}
-
-// As the model produces them: k L2-normalised per head, beta = sigmoid, g = -softplus * 0.1.
-Data make_data(const Problem& p, Gates gates, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> n01(0, 1);
-  auto normal = [&](int64_t n, double std) {
-    Vec x(n);
-    for (auto& e : x) e = std * n01(rng);
-    return x;
-  };
-  Data d;
-  d.q = normal(p.B * p.T * p.H * p.K, 1);
-  d.k = normal(p.B * p.T * p.H * p.K, 1);
-  for (int64_t r = 0; r < p.B * p.T * p.H; ++r) {
-    double ss = 1e-6;
-    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
-    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
-  }
-  d.v = normal(p.B * p.T * p.HV * p.V, 1);
-  const int64_t ng = p.B * p.T * p.HV;
-  d.g.resize(ng);
-  d.beta.resize(ng);
-  for (int64_t i = 0; i < ng; ++i) {
-    d.g[i] = -0.1 * softplus(n01(rng));
-    d.beta[i] = 1 / (1 + std::exp(-n01(rng)));
-    if (gates == Gates::no_decay) d.g[i] = 0;
-    if (gates == Gates::strong_decay) d.g[i] = -5 - std::abs(n01(rng));
-    if (gates == Gates::beta_zero) d.beta[i] = 0;
-    if (gates == Gates::beta_one) d.beta[i] = 1;
-  }
-  d.h0 = normal(p.B * p.HV * p.K * p.V, 0.5);
-  d.d_o = normal(p.B * p.T * p.HV * p.V, 1);
-  d.dht = normal(p.B * p.HV * p.K * p.V, 1);
-  return d;
-}
-
-template <typename T>
-std::vector<T> cast(const Vec& x) {
-  std::vector<T> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = from_acc<T>(acc_t<T>(x[i]));
-  return y;
-}
-template <typename T>
-Vec to_double(const std::vector<T>& x) {
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(x[i]));
-  return y;
-}
-// The values a T-typed (input) / acc-typed (state) run actually sees.
-template <typename T>
-Data round_to(const Data& d) {
-  using A = acc_t<T>;
-  Data r;
-  r.q = to_double(cast<T>(d.q));
-  r.k = to_double(cast<T>(d.k));
-  r.v = to_double(cast<T>(d.v));
-  r.g = to_double(cast<T>(d.g));
-  r.beta = to_double(cast<T>(d.beta));
-  r.d_o = to_double(cast<T>(d.d_o));
-  r.h0 = to_double(cast<A>(d.h0));
-  r.dht = to_double(cast<A>(d.dht));
-  return r;
-}
+using namespace test_data;
 
 // Forward (and backward when `backward`) through the public API, inputs cast to T.
 template <typename T>
@@ -193,35 +116,6 @@ Result ssd_reference(const Problem& p, const Data& d, bool backward = true) {
   if (!p.want_ht) r.ht.clear();
   if (!p.has_h0) r.dh0.clear();
   return r;
-}
-
-double rel_err(const Vec& x, const Vec& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num = std::max(num, std::abs(x[i] - ref[i]));
-    den = std::max(den, std::abs(ref[i]));
-  }
-  return den > 0 ? num / den : num;
-}
-
-void expect_close(const Result& x, const Result& ref, double tol, bool ssd = false) {
-  const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
-      {"o", {&x.o, &ref.o}},
-      {"ht", {&x.ht, &ref.ht}},
-      {"dq", {&x.dq, &ref.dq}},
-      {"dk", {&x.dk, &ref.dk}},
-      {"dv", {&x.dv, &ref.dv}},
-      {"dg", {&x.dg, &ref.dg}},
-      {"dbeta", {&x.dbeta, &ref.dbeta}},
-      {"dh0", {&x.dh0, &ref.dh0}}};
-  for (const auto& [name, pr] : fields) {
-    if (ssd && std::string(name) == "dbeta") continue;
-    ASSERT_EQ(pr.first->size(), pr.second->size()) << name;
-    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << name << " has inf/nan";
-    const double err = rel_err(*pr.first, *pr.second);
-    if (std::getenv("GDN_TEST_VERBOSE")) std::printf("    %-6s rel err %.3g\n", name, err);
-    EXPECT_LE(err, tol) << name;
-  }
 }
 
 // ---- fp64 finite differences of the references -------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/gdr_internal.h"  // Carver, states_elems, the CPU workspace sizes
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/gdr_fused_plan.h"
 #include "kernels/cuda/kernel_math.h"
 #include "kernels/cuda/launch_math.h"
 #include "kernels/gated_delta_rule.h"
@@ -135,6 +136,8 @@ struct SsdBackwardLayout {
 int64_t chunked_workspace(const Problem& p, bool backward);
 int64_t recurrent_backward_workspace(const Problem& p);
 int64_t ssd_backward_workspace(const Problem& p);
+// The fused kernels' plan on the current device (gdr_fused.cu), accumulators of acc_bytes.
+fused::Plan fused_plan(const Problem& p, bool backward, int64_t acc_bytes);
 
 // Entry points; inputs were validated by gdr_dispatch.cu. The forward of `recurrent` also serves
 // `ssd` (ssd = true: no delta rule), whose backward is its own chunked kernel.
@@ -153,6 +156,12 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
 template <typename T>
 void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                   cudaStream_t stream);
+template <typename T>
+void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                   cudaStream_t stream);
+template <typename T>
+void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                    cudaStream_t stream);
 
 #define GDN_GDR_CUDA_INSTANTIATE_FWD(name, ...)                                                    \
   template void name<float>(const Problem&, const Inputs<float>&, const ForwardOutputs<float>&,    \

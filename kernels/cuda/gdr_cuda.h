@@ -3,30 +3,30 @@
 //
 // `recurrent`, `chunked` and `ssd` have CUDA kernels with the residual layout and size of their
 // CPU counterparts (residual_elems: the chunk-start states, then A and [W | U] for chunked/full),
-// so a residual is the same on every device. Workspaces are the CUDA kernels' own (the CPU and
-// CUDA kernels keep different scratch): size them with the functions below. `fused` has no CUDA
-// kernel yet (a later issue): on CUDA it runs as `chunked` with the `minimal` residual (the same
-// residual size: the chunk-start states).
+// so a residual is the same on every device. `fused` has its own kernels (gdr_fused.cu, residual:
+// the chunk-start states) where its plan fits the current device (kernels/cuda/gdr_fused_plan.h:
+// K and V multiples of 16, the shared memory of one V tile); elsewhere it runs the chunked
+// kernels with the `minimal` residual, which is the same residual, so a forward and a backward
+// may even take different paths. Workspaces are the CUDA kernels' own (the CPU and CUDA kernels
+// keep different scratch): size them with the functions below, for the accumulator width of the
+// inputs (4 bytes for fp32 and bf16, 8 for fp64).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kernels/gated_delta_rule.h"
 
 namespace gdn::gdr {
 
-// The Problem the CUDA kernels run for `p` (fused -> chunked, minimal residual).
-inline Problem cuda_problem(const Problem& p) {
-  Problem c = p;
-  if (c.impl == Impl::fused) {
-    c.impl = Impl::chunked;
-    c.residual = Residual::minimal;
-  }
-  return c;
-}
+// The Problem the CUDA kernels run for `p` on the current device (fused -> chunked with the
+// minimal residual where the fused plan does not fit).
+Problem cuda_problem(const Problem& p, bool backward, int64_t acc_bytes);
+// Why `fused` runs as chunked on the current device for this direction; empty when it runs.
+std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t acc_bytes);
 
 // Acc elements of workspace forward_cuda / backward_cuda need for `p` (defined with the CUDA
 // kernels, kernels/cuda/gdr_dispatch.cu).
-int64_t cuda_forward_workspace_elems(const Problem& p);
-int64_t cuda_backward_workspace_elems(const Problem& p);
+int64_t cuda_forward_workspace_elems(const Problem& p, int64_t acc_bytes);
+int64_t cuda_backward_workspace_elems(const Problem& p, int64_t acc_bytes);
 
 }  // namespace gdn::gdr

@@ -1,8 +1,8 @@
 // gdr::forward_cuda / gdr::backward_cuda (kernels/gated_delta_rule.h): validation of the Problem
 // and the pointers, then the CUDA implementation (kernels/cuda/gdr_*.cu) on the given stream.
-// `fused` has no CUDA kernel yet (a later issue) and runs as `chunked` with the minimal residual
-// (gdr_cuda.h: cuda_problem). Workspaces are sized by cuda_*_workspace_elems (the CUDA kernels'
-// own scratch, not the CPU's).
+// `fused` runs its own kernels where its plan fits the device, else `chunked` with the minimal
+// residual (gdr_cuda.h: cuda_problem). Workspaces are sized by cuda_*_workspace_elems (the CUDA
+// kernels' own scratch, not the CPU's).
 #include <stdexcept>
 #include <string>
 
@@ -32,21 +32,37 @@ void check_inputs(const Problem& p, const Inputs<T>& in) {
 
 }  // namespace
 
-int64_t cuda_forward_workspace_elems(const Problem& problem) {
-  const Problem p = cuda_problem(problem);
+Problem cuda_problem(const Problem& p, bool backward, int64_t acc_bytes) {
+  Problem c = p;
+  if (c.impl == Impl::fused && !cuda_detail::fused_plan(p, backward, acc_bytes).ok) {
+    c.impl = Impl::chunked;
+    c.residual = Residual::minimal;
+  }
+  return c;
+}
+
+std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t acc_bytes) {
+  if (p.impl != Impl::fused) return "";
+  const fused::Plan pl = cuda_detail::fused_plan(p, backward, acc_bytes);
+  return pl.ok ? "" : pl.why;
+}
+
+int64_t cuda_forward_workspace_elems(const Problem& problem, int64_t acc_bytes) {
+  const Problem p = cuda_problem(problem, false, acc_bytes);
   return p.impl == Impl::chunked ? cuda_detail::chunked_workspace(p, false) : 0;
 }
 
-int64_t cuda_backward_workspace_elems(const Problem& problem) {
-  const Problem p = cuda_problem(problem);
+int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t acc_bytes) {
+  const Problem p = cuda_problem(problem, true, acc_bytes);
   switch (p.impl) {
     case Impl::recurrent:
       return cuda_detail::recurrent_backward_workspace(p);
     case Impl::ssd:
       return cuda_detail::ssd_backward_workspace(p);
     case Impl::chunked:
-    case Impl::fused:
       return cuda_detail::chunked_workspace(p, true);
+    case Impl::fused:
+      return fused::backward_workspace(p, cuda_detail::fused_plan(p, true, acc_bytes).tiles);
   }
   return 0;
 }
@@ -54,12 +70,14 @@ int64_t cuda_backward_workspace_elems(const Problem& problem) {
 template <typename T>
 void forward_cuda(const Problem& problem, const Inputs<T>& in, const ForwardOutputs<T>& out,
                   void* stream) {
-  const Problem p = cuda_problem(problem);
+  constexpr int64_t acc_bytes = sizeof(acc_t<T>);
+  const Problem p = cuda_problem(problem, false, acc_bytes);
   check_inputs(p, in);
   require(out.o, "o", p);
   if (p.want_ht) require(out.ht, "ht (want_ht is set)", p);
   require(out.residual, "residual", p);
-  if (cuda_forward_workspace_elems(p) > 0) require(out.workspace, "forward workspace", p);
+  if (cuda_forward_workspace_elems(p, acc_bytes) > 0)
+    require(out.workspace, "forward workspace", p);
   Inputs<T> args = in;
   if (!p.has_h0) args.h0 = nullptr;
   ForwardOutputs<T> outs = out;
@@ -71,19 +89,22 @@ void forward_cuda(const Problem& problem, const Inputs<T>& in, const ForwardOutp
     case Impl::ssd:
       return cuda_detail::recurrent_forward(p, args, outs, true, s);
     case Impl::chunked:
-    case Impl::fused:  // unreachable: cuda_problem maps fused to chunked
       return cuda_detail::chunked_forward(p, args, outs, s);
+    case Impl::fused:
+      return cuda_detail::fused_forward(p, args, outs, s);
   }
 }
 
 template <typename T>
 void backward_cuda(const Problem& problem, const Inputs<T>& in, const BackwardArgs<T>& args,
                    void* stream) {
-  const Problem p = cuda_problem(problem);
+  constexpr int64_t acc_bytes = sizeof(acc_t<T>);
+  const Problem p = cuda_problem(problem, true, acc_bytes);
   check_inputs(p, in);
   require(args.d_o, "d_o", p);
   require(args.residual, "residual", p);
-  if (cuda_backward_workspace_elems(p) > 0) require(args.workspace, "backward workspace", p);
+  if (cuda_backward_workspace_elems(p, acc_bytes) > 0)
+    require(args.workspace, "backward workspace", p);
   require(args.dq, "dq", p);
   require(args.dk, "dk", p);
   require(args.dv, "dv", p);
@@ -99,8 +120,9 @@ void backward_cuda(const Problem& problem, const Inputs<T>& in, const BackwardAr
     case Impl::ssd:
       return cuda_detail::ssd_backward(p, in, a, s);
     case Impl::chunked:
-    case Impl::fused:  // unreachable: cuda_problem maps fused to chunked
       return cuda_detail::chunked_backward(p, in, a, s);
+    case Impl::fused:
+      return cuda_detail::fused_backward(p, in, a, s);
   }
 }
 

@@ -1,0 +1,236 @@
+// A thread block as a sequence of phases, written once for the GPU and for a CPU emulator, and
+// the block-wide GEMM over shared-memory operands that the fused kernels are built from.
+//
+// A fused kernel is a series of phases separated by barriers. Inside a phase every thread (or
+// warp) writes only what it owns and reads nothing another thread writes in the same phase, so
+// the threads can run in any order. On the GPU each thread runs its own part
+// (BlockExec::device(): the range {threadIdx.x}); on the CPU the emulator runs the whole block,
+// thread by thread, in a chosen order (BlockExec::host: forward or reversed; a result that
+// depends on the order betrays a race). The CPU tests (tests/test_fused_emulation.cpp) thereby
+// run the GPU's own index arithmetic, tiling and tensor-core fragment code.
+//
+// block_gemm computes C (M x N) = A (M x K) B (K x N) and hands every element to an epilogue
+// functor epi(i, j, acc) exactly once. Operands are functors a(i, l), b(l, j) returning the
+// accumulator type, so transposes, row scales and concatenated contractions cost no copies.
+//   Simt: one thread per output element, the dot product summed in index order (fp32 or fp64).
+//   Mma:  bf16 tensor cores (mma.sync.m16n8k16, fp32 accumulation): operands are rounded to
+//         bf16 (round to nearest even) when loaded into fragments; one warp per 16 x 8 tile.
+// M, N and K are multiples of 16 (8 for N) on the Mma path.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/numeric.h"
+
+#if defined(__CUDA_ARCH__)
+#define GDN_DEVICE_SYNC() __syncthreads()
+#else
+#define GDN_DEVICE_SYNC() ((void)0)
+#endif
+
+namespace gdn::cuda {
+
+// The threads (and warps) a caller runs in a phase: on the GPU only its own, on the CPU all of
+// them, in the order first, first + step, ... (end excluded).
+struct BlockExec {
+  int threads = 0;  // blockDim.x, a multiple of 32
+  int first = 0, end = 0, step = 1;
+
+#if defined(__CUDACC__)
+  __device__ static BlockExec device() {
+    const int t = int(threadIdx.x);
+    return BlockExec{int(blockDim.x), t, t + 1, 1};
+  }
+#endif
+  // The CPU emulator: every thread, forward or in reverse.
+  static BlockExec host(int threads, bool reversed) {
+    return reversed ? BlockExec{threads, threads - 1, -1, -1} : BlockExec{threads, 0, threads, 1};
+  }
+  GDN_HD int warps() const {
+    return threads / 32;
+  }
+  // The barrier between phases (nothing on the CPU, where phases run one after another).
+  GDN_HD void sync() const {
+    GDN_DEVICE_SYNC();
+  }
+};
+
+// for (tid ...) over the threads this caller runs.
+#define GDN_EACH_THREAD(ex, tid) for (int tid = (ex).first; tid != (ex).end; tid += (ex).step)
+// for (warp ...) over the warps this caller runs (on the GPU: its own warp, all lanes together).
+#if defined(__CUDA_ARCH__)
+#define GDN_EACH_WARP(ex, warp) for (int warp = (ex).first / 32; warp == (ex).first / 32; ++warp)
+#else
+#define GDN_EACH_WARP(ex, warp)                                                           \
+  for (int warp = (ex).step > 0 ? 0 : (ex).warps() - 1; warp >= 0 && warp < (ex).warps(); \
+       warp += (ex).step)
+#endif
+
+// exp on either side (exponents here are <= 0).
+GDN_HD float hd_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+GDN_HD double hd_exp(double x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+struct Simt {};
+struct Mma {};
+
+// ---- the Simt path --------------------------------------------------------------------------
+
+template <typename Acc, class Exec, class Aop, class Bop, class Epi>
+GDN_HD void block_gemm(Simt, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
+                       const Epi& epi) {
+  GDN_EACH_THREAD(ex, tid) {
+    for (int idx = tid; idx < M * N; idx += ex.threads) {
+      const int i = idx / N, j = idx % N;
+      Acc acc = 0;
+      for (int l = 0; l < K; ++l) acc += a(i, l) * b(l, j);
+      epi(i, j, acc);
+    }
+  }
+}
+
+// ---- the Mma path: fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ----------
+// Lane l, g = l / 4, t = l % 4 (PTX ISA, "Matrix fragments for mma.m16n8k16"); each 32-bit word
+// holds two bf16, the lower column (or row) index in the low half:
+//   A (16 x 16): word 0 (g, 2t..2t+1), 1 (g+8, 2t..), 2 (g, 2t+8..), 3 (g+8, 2t+8..)
+//   B (16 x 8):  word 0 (rows 2t..2t+1, col g), 1 (rows 2t+8..2t+9, col g)
+//   C (16 x 8):  c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1)
+
+GDN_HD uint32_t pack_bf16x2(float lo, float hi) {
+  return uint32_t(bf16::from_float(lo)) | (uint32_t(bf16::from_float(hi)) << 16);
+}
+GDN_HD float bf16_lo(uint32_t w) {
+  return bits_float(w << 16);
+}
+GDN_HD float bf16_hi(uint32_t w) {
+  return bits_float(w & 0xffff0000u);
+}
+
+// The A words of lane `lane` for the tile at rows i0.., columns k0.. of a(i, l).
+template <class Aop>
+GDN_HD void load_a_fragment(int lane, const Aop& a, int i0, int k0, uint32_t (&w)[4]) {
+  const int g = lane >> 2, c = k0 + 2 * (lane & 3);
+  w[0] = pack_bf16x2(float(a(i0 + g, c)), float(a(i0 + g, c + 1)));
+  w[1] = pack_bf16x2(float(a(i0 + g + 8, c)), float(a(i0 + g + 8, c + 1)));
+  w[2] = pack_bf16x2(float(a(i0 + g, c + 8)), float(a(i0 + g, c + 9)));
+  w[3] = pack_bf16x2(float(a(i0 + g + 8, c + 8)), float(a(i0 + g + 8, c + 9)));
+}
+
+// The B words of lane `lane` for the tile at rows k0.., columns j0.. of b(l, j).
+template <class Bop>
+GDN_HD void load_b_fragment(int lane, const Bop& b, int k0, int j0, uint32_t (&w)[2]) {
+  const int n = j0 + (lane >> 2), r = k0 + 2 * (lane & 3);
+  w[0] = pack_bf16x2(float(b(r, n)), float(b(r + 1, n)));
+  w[1] = pack_bf16x2(float(b(r + 8, n)), float(b(r + 9, n)));
+}
+
+// Row and column of accumulator element e (0..3) of lane `lane`, relative to the tile.
+GDN_HD int acc_row(int lane, int e) {
+  return (lane >> 2) + 8 * (e >> 1);
+}
+GDN_HD int acc_col(int lane, int e) {
+  return 2 * (lane & 3) + (e & 1);
+}
+
+// What mma.sync computes, from the 32 lanes' fragments: d += A B (fp32 sums in k order).
+GDN_HD void emulate_mma_m16n8k16(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2],
+                                 float (&d)[32][4]) {
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, c = 2 * (lane & 3);
+    const int ar[4] = {g, g + 8, g, g + 8}, ac[4] = {c, c, c + 8, c + 8};
+    for (int w = 0; w < 4; ++w) {
+      A[ar[w]][ac[w]] = bf16_lo(a[lane][w]);
+      A[ar[w]][ac[w] + 1] = bf16_hi(a[lane][w]);
+    }
+    for (int w = 0; w < 2; ++w) {
+      B[c + 8 * w][g] = bf16_lo(b[lane][w]);
+      B[c + 8 * w + 1][g] = bf16_hi(b[lane][w]);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    for (int e = 0; e < 4; ++e) {
+      float acc = d[lane][e];
+      for (int k = 0; k < 16; ++k) acc += A[acc_row(lane, e)][k] * B[k][acc_col(lane, e)];
+      d[lane][e] = acc;
+    }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void mma_m16n8k16(const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                             float (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+// One 16 x 8 output tile at (i0, j0), by one warp.
+template <class Aop, class Bop, class Epi>
+GDN_HD void warp_tile(int i0, int j0, int K, const Aop& a, const Bop& b, const Epi& epi) {
+#if defined(__CUDA_ARCH__)
+  const int lane = int(threadIdx.x & 31);
+  float d[4] = {0, 0, 0, 0};
+#if __CUDA_ARCH__ >= 800
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t wa[4], wb[2];
+    load_a_fragment(lane, a, i0, k0, wa);
+    load_b_fragment(lane, b, k0, j0, wb);
+    mma_m16n8k16(wa, wb, d);
+  }
+#else  // no bf16 tensor cores: the same products, lane by lane, from the same rounded operands
+  for (int e = 0; e < 4; ++e)
+    for (int l = 0; l < K; ++l)
+      d[e] += bf16_lo(pack_bf16x2(float(a(i0 + acc_row(lane, e), l)), 0.f)) *
+              bf16_lo(pack_bf16x2(float(b(l, j0 + acc_col(lane, e))), 0.f));
+#endif
+  for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + acc_col(lane, e), d[e]);
+#else
+  float d[32][4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t wa[32][4], wb[32][2];
+    for (int lane = 0; lane < 32; ++lane) {
+      load_a_fragment(lane, a, i0, k0, wa[lane]);
+      load_b_fragment(lane, b, k0, j0, wb[lane]);
+    }
+    emulate_mma_m16n8k16(wa, wb, d);
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + acc_col(lane, e), d[lane][e]);
+#endif
+}
+
+template <typename Acc, class Exec, class Aop, class Bop, class Epi>
+GDN_HD void block_gemm(Mma, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
+                       const Epi& epi) {
+  const int tiles_n = N / 8, tiles = (M / 16) * tiles_n;
+  GDN_EACH_WARP(ex, warp) {
+    for (int tile = warp; tile < tiles; tile += ex.warps())
+      warp_tile((tile / tiles_n) * 16, (tile % tiles_n) * 8, K, a, b, epi);
+  }
+}
+
+// The path for an input type: tensor cores for bf16, exact fp32 / fp64 arithmetic otherwise.
+template <typename T>
+struct GemmPath {
+  using type = Simt;
+};
+template <>
+struct GemmPath<bf16> {
+  using type = Mma;
+};
+
+}  // namespace gdn::cuda

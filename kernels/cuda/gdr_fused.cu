@@ -1,0 +1,127 @@
+// The fused gated delta rule on CUDA: one kernel launch for the forward, one (plus a small
+// reduction) for the backward. A block per (batch, value head, V tile) walks the chunks with the
+// state tile and every chunk-local matrix in shared memory (gdr_fused_block.h); bf16 products
+// run on tensor cores (mma.sync, fp32 accumulation), fp32 and fp64 ones on the CUDA cores.
+// Nothing but the outputs, the chunk-start states (the residual) and the backward's partial sums
+// (dq, dk, dg, dbeta per V tile) touches global memory. The plan (gdr_fused_plan.h) picks the V
+// tile from the device's shared memory and multiprocessor count; sizes it cannot cover run the
+// chunked kernels instead (gdr_dispatch.cu).
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "kernels/cuda/gdr_common.cuh"
+#include "kernels/cuda/gdr_fused_block.h"
+
+namespace gdn::gdr::cuda_detail {
+
+namespace {
+
+template <typename T>
+__global__ void __launch_bounds__(fused::kThreads, 1)
+    fused_forward_kernel(fused::Dims d, fused::ForwardArgs<T> args) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  fused::forward_block<T>(BlockExec::device(), d, args, reinterpret_cast<acc_t<T>*>(smem),
+                          blockIdx.x);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(fused::kThreads, 1)
+    fused_backward_kernel(fused::Dims d, fused::BackwardArgs<T> args) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  fused::backward_block<T>(BlockExec::device(), d, args, reinterpret_cast<acc_t<T>*>(smem),
+                           blockIdx.x);
+}
+
+#define GDN_FUSED_GRID_LOOP(i, n)                                           \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void fused_reduce_kernel(fused::Dims d, const acc_t<T>* partial, T* dq, T* dk, T* dg,
+                                    T* dbeta) {
+  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
+  GDN_FUSED_GRID_LOOP(i, n) {
+    fused::reduce_partials<T>(d, partial, i, dq, dk, dg, dbeta);
+  }
+}
+
+// The current device's opt-in shared memory per block and multiprocessor count (cached).
+struct DeviceLimits {
+  int64_t smem_optin = 0, sms = 0;
+};
+DeviceLimits device_limits() {
+  static std::mutex mu;
+  static std::vector<DeviceLimits> cache;
+  int dev = 0;
+  GDN_KCUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (int(cache.size()) <= dev) cache.resize(dev + 1);
+  if (cache[dev].sms == 0) {
+    int smem = 0, sms = 0;
+    GDN_KCUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    GDN_KCUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cache[dev] = DeviceLimits{smem, sms};
+  }
+  return cache[dev];
+}
+
+// GDN_FUSED_VT=16|32|64 forces the V tile (the kernel development loop sweeps it).
+int64_t vt_override() {
+  const char* s = std::getenv("GDN_FUSED_VT");
+  return s ? std::atoll(s) : 0;
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, int64_t bytes) {
+  GDN_KCUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+}  // namespace
+
+fused::Plan fused_plan(const Problem& p, bool backward, int64_t acc_bytes) {
+  const DeviceLimits lim = device_limits();
+  return fused::plan(p, backward, acc_bytes, lim.smem_optin, lim.sms, vt_override());
+}
+
+template <typename T>
+void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                   cudaStream_t stream) {
+  using A = acc_t<T>;
+  const fused::Plan pl = fused_plan(p, false, sizeof(A));
+  if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) forward: " + pl.why);
+  const fused::Dims d = fused::dims_of(p, pl.vt);
+  const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
+                                   in.h0, out.o, out.ht, out.residual};
+  allow_smem(fused_forward_kernel<T>, pl.smem_bytes);
+  fused_forward_kernel<T>
+      <<<unsigned(pl.blocks), fused::kThreads, size_t(pl.smem_bytes), stream>>>(d, args);
+  GDN_KCUDA_LAUNCHED("gdr fused forward");
+}
+
+template <typename T>
+void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a,
+                    cudaStream_t stream) {
+  using A = acc_t<T>;
+  const fused::Plan pl = fused_plan(p, true, sizeof(A));
+  if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) backward: " + pl.why);
+  const fused::Dims d = fused::dims_of(p, pl.vt);
+  const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
+                                    a.dht, a.residual, a.workspace, a.dv, a.dh0};
+  allow_smem(fused_backward_kernel<T>, pl.smem_bytes);
+  fused_backward_kernel<T>
+      <<<unsigned(pl.blocks), fused::kThreads, size_t(pl.smem_bytes), stream>>>(d, args);
+  GDN_KCUDA_LAUNCHED("gdr fused backward");
+  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
+  fused_reduce_kernel<T>
+      <<<grid_1d(n, 256), 256, 0, stream>>>(d, a.workspace, a.dq, a.dk, a.dg, a.dbeta);
+  GDN_KCUDA_LAUNCHED("gdr fused reduce");
+}
+
+GDN_GDR_CUDA_INSTANTIATE_FWD(fused_forward, cudaStream_t)
+GDN_GDR_CUDA_INSTANTIATE_BWD(fused_backward)
+
+}  // namespace gdn::gdr::cuda_detail

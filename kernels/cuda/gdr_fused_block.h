@@ -1,0 +1,511 @@
+// The fused gated delta rule, one thread block's work: (batch b, value head hv, V tile of vt
+// columns), every chunk in turn, with the state tile and all chunk-local matrices in shared
+// memory (layouts: gdr_fused_plan.h). Written once for the GPU (gdr_fused.cu) and the CPU
+// emulator (block_exec.h; tests/test_fused_emulation.cpp). Math: DESIGN.md section 3, with W
+// never formed: since W = A Xw and U = A Xu,
+//   Vn = U - W S = A Y,   Y = Xu - Xw S = diag(beta) (V - diag(gamma) K S) = diag(beta) Yr,
+// so the forward needs K S (C x K x vt) and A Y (C x C x vt) instead of A Xw (C x C x K) and
+// W S, and a C x K buffer less. The backward follows from the same form (Z = A^T dVn = dY):
+//   dVn = P^T dO + diag(e) K dS'            dP = dO Vn^T             dA = dVn Y^T
+//   dM  = strictly_lower(-A^T dA A^T)       dV = diag(beta) Z
+//   dQ  = (dP o Gam) K + diag(gamma) dO S^T
+//   dK  = (dP o Gam)^T Q + (Bm + Bm^T) K + diag(e) Vn dS'^T - diag(beta gamma) Z S^T,
+//         Bm = diag(beta) (dM o Gam)
+//   dS  = gamma_C dS' + (diag(gamma) Q)^T dO - K^T diag(beta gamma) Z
+//   dbeta = rowsum(Z o Yr) + rowsum(dM o KK o Gam)
+//   dG_i  = rowsum(dO o gamma Q S)_i - s_i - beta_i rowsum(Z o gamma K S)_i
+//           + rowsum(X)_i - colsum(X)_i (+ sum(s) + gamma_C <S, dS'> at i = C),
+//         X = dP o P + dM o M (strictly lower), s_i = e_i rowsum(K dS' o Vn)_i.
+// Everything but dV is a sum over the V tiles of what each tile computes from its columns, so a
+// block writes partial dq, dk, dg, dbeta, summed afterwards in a fixed order (reduce_partials).
+// Q is stored scaled (scale q), so dq = scale dQ.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/block_exec.h"
+#include "kernels/cuda/gdr_fused_plan.h"
+#include "kernels/cuda/kernel_math.h"
+
+namespace gdn::gdr::fused {
+
+using cuda::BlockExec;
+using cuda::hd_exp;
+
+template <typename T>
+struct ForwardArgs {
+  const T *q, *k, *v, *g, *beta;
+  const acc_t<T>* h0;  // null: zero initial state
+  T* o;
+  acc_t<T>* ht;        // null: not written
+  acc_t<T>* residual;  // the chunk-start states [B, HV, NT, K, V]
+};
+
+template <typename T>
+struct BackwardArgs {
+  const T *q, *k, *v, *g, *beta, *d_o;
+  const acc_t<T>* dht;       // null: zero
+  const acc_t<T>* residual;  // the chunk-start states
+  acc_t<T>* partial;         // backward_workspace(p, tiles) elements
+  T* dv;
+  acc_t<T>* dh0;  // null: not written
+};
+
+// Partial sums of one V tile in the backward workspace: dq, dk [B, T, HV, K], dg, dbeta
+// [B, T, HV], tile after tile.
+struct PartialLayout {
+  int64_t per_tile, dq, dk, dg, dbeta;
+  GDN_HD explicit PartialLayout(const Dims& d) {
+    const int64_t rows = d.B * d.T * d.HV;
+    dq = 0;
+    dk = rows * d.K;
+    dg = 2 * rows * d.K;
+    dbeta = dg + rows;
+    per_tile = dbeta + rows;
+  }
+};
+
+// Loads the chunk at t0 of key head h: kq = [k; scale q] (2C x K); rows past T are zero.
+template <typename T, typename A>
+GDN_HD void load_keys(int tid, int threads, const Dims& d, const T* q, const T* k, int64_t b,
+                      int64_t h, int64_t t0, A* kq) {
+  const int C = int(d.C), K = int(d.K);
+  for (int x = tid; x < 2 * C * K; x += threads) {
+    const int r = x / K, l = x % K, row = r % C;
+    const int64_t t = t0 + row;
+    const T* src = r < C ? k : q;
+    const A scale = r < C ? A(1) : A(d.scale);
+    kq[x] = t < d.T ? scale * to_acc(src[d.qk(b, t, h) + l]) : A(0);
+  }
+}
+
+// dst (C x vt) = columns v0.. of a [B, T, HV, V] tensor at rows t0..; rows past T are zero.
+template <typename T, typename A>
+GDN_HD void load_value_tile(int tid, int threads, const Dims& d, const T* src, int64_t b,
+                            int64_t hv, int64_t t0, int64_t v0, A* dst) {
+  const int C = int(d.C), VT = int(d.vt);
+  for (int x = tid; x < C * VT; x += threads) {
+    const int64_t t = t0 + x / VT;
+    dst[x] = t < d.T ? to_acc(src[d.vo(b, t, hv) + v0 + x % VT]) : A(0);
+  }
+}
+
+// G = the in-chunk cumulative sum of g, gamma = exp(G), e = exp(G_C - G): thread r < C sums its
+// own prefix in the order of the CPU's load_gates (so G_C is the same bits for every r).
+template <typename A>
+GDN_HD void chunk_gates(int tid, int C, const A* gl, A* G, A* gamma, A* e) {
+  if (tid >= C) return;
+  A acc = 0, Gr = 0;
+  for (int j = 0; j < C; ++j) {
+    acc += gl[j];
+    if (j == tid) Gr = acc;
+  }
+  G[tid] = Gr;
+  gamma[tid] = hd_exp(Gr);
+  e[tid] = hd_exp(acc - Gr);
+}
+
+// A = (I + M)^-1 into a (C x C, unit lower; its blocks above the diagonal must already be zero),
+// M strictly lower given by m(i, j). Diagonal 16 x 16 blocks by forward substitution, one thread
+// per column (A_rl = -M_rl - sum_{l<j<r} M_rj A_jl); then block row I from (I + M) A = I:
+//   T = M[I, :I] A[:I, :I],   A[I, :I] = -A_II T   (tinv holds T, 16 x C).
+// Runs its own phases (ends with a barrier); fp32 / fp64 arithmetic on every path.
+template <typename A, class Exec, class Mop>
+GDN_HD void invert_unit_lower(const Exec& ex, int C, const Mop& m, A* a, A* tinv) {
+  GDN_EACH_THREAD(ex, tid) {
+    if (tid < C) {
+      const int base = tid / 16 * 16, l = tid % 16, col = base + l;
+      for (int r = 0; r < 16; ++r) {
+        const int row = base + r;
+        A acc = r == l ? A(1) : A(0);
+        if (r > l) {
+          acc = -m(row, col);
+          for (int j = l + 1; j < r; ++j) acc -= m(row, base + j) * a[(base + j) * C + col];
+        }
+        a[row * C + col] = acc;
+      }
+    }
+  }
+  ex.sync();
+  for (int I = 16; I < C; I += 16) {
+    cuda::block_gemm<A>(
+        cuda::Simt{}, ex, 16, I, I, [=](int i, int l) { return m(I + i, l); },
+        [=](int l, int j) { return a[l * C + j]; },
+        [=](int i, int j, A acc) { tinv[i * C + j] = acc; });
+    ex.sync();
+    cuda::block_gemm<A>(
+        cuda::Simt{}, ex, 16, I, 16, [=](int i, int l) { return a[(I + i) * C + I + l]; },
+        [=](int l, int j) { return tinv[l * C + j]; },
+        [=](int i, int j, A acc) { a[(I + i) * C + j] = -acc; });
+    ex.sync();
+  }
+}
+
+// ---- forward ----------------------------------------------------------------------------------
+
+template <typename T, class Exec>
+GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& args, acc_t<T>* sm,
+                          int64_t block) {
+  using A = acc_t<T>;
+  using Path = typename cuda::GemmPath<T>::type;
+  const ForwardLayout L(d.C, d.K, d.vt);
+  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
+  const int64_t v0 = (block % d.NVT) * d.vt;
+  const int C = int(d.C), K = int(d.K), VT = int(d.vt);
+  A *S = sm + L.S, *kq = sm + L.kq, *m = sm + L.m, *p = sm + L.p, *a = sm + L.a;
+  A *tinv = sm + L.tinv, *y = sm + L.y, *og = sm + L.og, *vn = sm + L.vn, *gl = sm + L.gl;
+  A *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
+
+  GDN_EACH_THREAD(ex, tid) {
+    for (int x = tid; x < K * VT; x += ex.threads)
+      S[x] = args.h0 ? args.h0[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
+    for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
+  }
+  ex.sync();
+  for (int64_t c = 0; c < d.NT; ++c) {
+    const int64_t t0 = c * d.C;
+    GDN_EACH_THREAD(ex, tid) {
+      if (args.residual) {
+        A* r = args.residual + (s * d.NT + c) * d.K * d.V + v0;
+        for (int x = tid; x < K * VT; x += ex.threads) r[(x / VT) * d.V + x % VT] = S[x];
+      }
+      load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
+      load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, y);
+      for (int r = tid; r < C; r += ex.threads) {
+        const bool real = t0 + r < d.T;
+        gl[r] = real ? to_acc(args.g[d.gate(b, t0 + r, hv)]) : A(0);
+        beta[r] = real ? to_acc(args.beta[d.gate(b, t0 + r, hv)]) : A(0);
+      }
+    }
+    ex.sync();
+    GDN_EACH_THREAD(ex, tid) {
+      chunk_gates(tid, C, gl, G, gamma, e);
+    }
+    ex.sync();
+    // [k; q] k^T -> M = beta KK o Gam (strictly lower), P = QK o Gam (lower)
+    cuda::block_gemm<A>(
+        Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
+        [=](int l, int j) { return kq[j * K + l]; },
+        [=](int i, int j, A acc) {
+          if (i < C) {
+            m[i * C + j] = j < i ? beta[i] * acc * hd_exp(G[i] - G[j]) : A(0);
+          } else {
+            const int r = i - C;
+            p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
+          }
+        });
+    // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S
+    cuda::block_gemm<A>(
+        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        [=](int l, int j) { return S[l * VT + j]; },
+        [=](int i, int j, A acc) {
+          if (i < C) {
+            y[i * VT + j] = beta[i] * (y[i * VT + j] - gamma[i] * acc);
+          } else {
+            og[(i - C) * VT + j] = gamma[i - C] * acc;
+          }
+        });
+    ex.sync();
+    invert_unit_lower(
+        ex, C, [=](int i, int j) { return m[i * C + j]; }, a, tinv);
+    // Vn = A Y
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
+        [=](int l, int j) { return y[l * VT + j]; },
+        [=](int i, int j, A acc) { vn[i * VT + j] = acc; });
+    ex.sync();
+    // O = gamma Q S + P Vn (to global);  S' = gamma_C S + K^T diag(e) Vn
+    const int64_t rows = d.T - t0 < d.C ? d.T - t0 : d.C;
+    T* o = args.o;
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, C, [=](int i, int l) { return p[i * C + l]; },
+        [=](int l, int j) { return vn[l * VT + j]; },
+        [=](int i, int j, A acc) {
+          if (i < rows) o[d.vo(b, t0 + i, hv) + v0 + j] = from_acc<T>(og[i * VT + j] + acc);
+        });
+    const A gamma_c = gamma[C - 1];
+    cuda::block_gemm<A>(
+        Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * kq[l * K + i]; },
+        [=](int l, int j) { return vn[l * VT + j]; },
+        [=](int i, int j, A acc) { S[i * VT + j] = gamma_c * S[i * VT + j] + acc; });
+    ex.sync();
+  }
+  if (args.ht) {
+    GDN_EACH_THREAD(ex, tid) {
+      for (int x = tid; x < K * VT; x += ex.threads)
+        args.ht[(s * d.K + x / VT) * d.V + v0 + x % VT] = S[x];
+    }
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+template <typename T, class Exec>
+GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>& args, acc_t<T>* sm,
+                           int64_t block) {
+  using A = acc_t<T>;
+  using Path = typename cuda::GemmPath<T>::type;
+  const BackwardLayout L(d.C, d.K, d.vt, ex.threads);
+  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
+  const int64_t tile = block % d.NVT, v0 = tile * d.vt;
+  const int C = int(d.C), K = int(d.K), VT = int(d.vt);
+  A *S = sm + L.S, *dS = sm + L.dS, *kq = sm + L.kq, *kkg = sm + L.kkg, *p = sm + L.p;
+  A *a = sm + L.a, *dpg = sm + L.dpg, *xg = sm + L.xg, *da = sm + L.da, *yr = sm + L.yr;
+  A *ksg = sm + L.ksg, *qd = sm + L.qd, *dO = sm + L.dO, *kd = sm + L.kd, *vn = sm + L.vn;
+  A *gl = sm + L.gl, *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
+  A *avec = sm + L.avec, *svec = sm + L.svec, *zy = sm + L.zy, *zk = sm + L.zk;
+  A *red = sm + L.red, *consts = sm + L.consts;
+  const A* qs = kq + C * K;  // scale q
+  const PartialLayout PL(d);
+  A* part = args.partial + tile * PL.per_tile;
+
+  GDN_EACH_THREAD(ex, tid) {
+    for (int x = tid; x < K * VT; x += ex.threads)
+      dS[x] = args.dht ? args.dht[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
+    for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
+  }
+  ex.sync();
+  for (int64_t c = d.NT - 1; c >= 0; --c) {
+    const int64_t t0 = c * d.C, rows = d.T - t0 < d.C ? d.T - t0 : d.C;
+    GDN_EACH_THREAD(ex, tid) {
+      const A* r = args.residual + (s * d.NT + c) * d.K * d.V + v0;
+      for (int x = tid; x < K * VT; x += ex.threads) S[x] = r[(x / VT) * d.V + x % VT];
+      load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
+      load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, yr);
+      load_value_tile(tid, ex.threads, d, args.d_o, b, hv, t0, v0, dO);
+      for (int r = tid; r < C; r += ex.threads) {
+        const bool real = r < rows;
+        gl[r] = real ? to_acc(args.g[d.gate(b, t0 + r, hv)]) : A(0);
+        beta[r] = real ? to_acc(args.beta[d.gate(b, t0 + r, hv)]) : A(0);
+      }
+    }
+    ex.sync();
+    GDN_EACH_THREAD(ex, tid) {
+      chunk_gates(tid, C, gl, G, gamma, e);
+      A acc = 0;  // this thread's part of <S, dS'>
+      for (int x = tid; x < K * VT; x += ex.threads) acc += S[x] * dS[x];
+      red[tid] = acc;
+    }
+    ex.sync();
+    // [k; q] k^T -> KK o Gam (strictly lower), P = QK o Gam (lower)
+    cuda::block_gemm<A>(
+        Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
+        [=](int l, int j) { return kq[j * K + l]; },
+        [=](int i, int j, A acc) {
+          if (i < C) {
+            kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
+          } else {
+            const int r = i - C;
+            p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
+          }
+        });
+    // [k; q] S -> gamma K S, Yr = v - gamma K S (over v), gamma Q S o dO
+    cuda::block_gemm<A>(
+        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        [=](int l, int j) { return S[l * VT + j]; },
+        [=](int i, int j, A acc) {
+          if (i < C) {
+            const A ks = gamma[i] * acc;
+            ksg[i * VT + j] = ks;
+            yr[i * VT + j] -= ks;
+          } else {
+            const int r = i - C;
+            qd[r * VT + j] = gamma[r] * acc * dO[r * VT + j];
+          }
+        });
+    // K dS'
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        [=](int l, int j) { return dS[l * VT + j]; },
+        [=](int i, int j, A acc) { kd[i * VT + j] = acc; });
+    GDN_EACH_THREAD(ex, tid) {
+      if (tid == 0) {
+        A acc = 0;
+        for (int t = 0; t < ex.threads; ++t) acc += red[t];
+        consts[0] = gamma[C - 1] * acc;  // gamma_C <S, dS'>
+      }
+    }
+    ex.sync();
+    // A = (I + M)^-1, M = diag(beta) (KK o Gam); its block row goes through dpg (free here)
+    invert_unit_lower(
+        ex, C, [=](int i, int j) { return beta[i] * kkg[i * C + j]; }, a, dpg);
+    // Vn = A diag(beta) Yr;  avec = rowsum(gamma Q S o dO)
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
+        [=](int l, int j) { return beta[l] * yr[l * VT + j]; },
+        [=](int i, int j, A acc) { vn[i * VT + j] = acc; });
+    GDN_EACH_THREAD(ex, tid) {
+      if (tid < C) {
+        A acc = 0;
+        for (int j = 0; j < VT; ++j) acc += qd[tid * VT + j];
+        avec[tid] = acc;
+      }
+    }
+    ex.sync();
+    // dVn = P^T dO + diag(e) K dS' (over qd);  dP = dO Vn^T -> dP o Gam, X = dP o P;  s
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, C, [=](int i, int l) { return p[l * C + i]; },
+        [=](int l, int j) { return dO[l * VT + j]; },
+        [=](int i, int j, A acc) { qd[i * VT + j] = acc + e[i] * kd[i * VT + j]; });
+    cuda::block_gemm<A>(
+        Path{}, ex, C, C, VT, [=](int i, int l) { return dO[i * VT + l]; },
+        [=](int l, int j) { return vn[j * VT + l]; },
+        [=](int i, int j, A acc) {
+          dpg[i * C + j] = j <= i ? acc * hd_exp(G[i] - G[j]) : A(0);
+          xg[i * C + j] = j < i ? acc * p[i * C + j] : A(0);
+        });
+    GDN_EACH_THREAD(ex, tid) {
+      if (tid < C) {
+        A acc = 0;
+        for (int j = 0; j < VT; ++j) acc += kd[tid * VT + j] * vn[tid * VT + j];
+        svec[tid] = e[tid] * acc;
+      }
+    }
+    ex.sync();
+    // Z = A^T dVn (over kd);  dA = dVn Y^T;  dQ = (dP o Gam) K + diag(gamma) dO S^T (partial)
+    cuda::block_gemm<A>(
+        Path{}, ex, C, VT, C, [=](int i, int l) { return a[l * C + i]; },
+        [=](int l, int j) { return qd[l * VT + j]; },
+        [=](int i, int j, A acc) { kd[i * VT + j] = acc; });
+    cuda::block_gemm<A>(
+        Path{}, ex, C, C, VT, [=](int i, int l) { return qd[i * VT + l]; },
+        [=](int l, int j) { return beta[j] * yr[j * VT + l]; },
+        [=](int i, int j, A acc) { da[i * C + j] = acc; });
+    A* dq = part + PL.dq;
+    cuda::block_gemm<A>(
+        Path{}, ex, C, K, C + VT,
+        [=](int i, int l) { return l < C ? dpg[i * C + l] : gamma[i] * dO[i * VT + l - C]; },
+        [=](int l, int j) { return l < C ? kq[l * K + j] : S[j * VT + l - C]; },
+        [=](int i, int j, A acc) {
+          if (i < rows) dq[d.gate(b, t0 + i, hv) * d.K + j] = acc;
+        });
+    GDN_EACH_THREAD(ex, tid) {
+      if (tid == 0) {
+        A acc = consts[0];
+        for (int i = 0; i < C; ++i) acc += svec[i];
+        consts[1] = acc;  // the gate constant of the last row: sum(s) + gamma_C <S, dS'>
+      }
+    }
+    ex.sync();
+    // T1 = dA A^T (over p);  dV = diag(beta) Z;  zy = rowsum(Z o Yr), avec -= s + beta zk
+    cuda::block_gemm<A>(
+        Path{}, ex, C, C, C, [=](int i, int l) { return da[i * C + l]; },
+        [=](int l, int j) { return a[j * C + l]; },
+        [=](int i, int j, A acc) { p[i * C + j] = acc; });
+    GDN_EACH_THREAD(ex, tid) {
+      for (int x = tid; x < C * VT; x += ex.threads) {
+        const int i = x / VT;
+        if (i < rows) args.dv[d.vo(b, t0 + i, hv) + v0 + x % VT] = from_acc<T>(beta[i] * kd[x]);
+      }
+      if (tid < C) {
+        A acc_y = 0, acc_k = 0;
+        for (int j = 0; j < VT; ++j) {
+          acc_y += kd[tid * VT + j] * yr[tid * VT + j];
+          acc_k += kd[tid * VT + j] * ksg[tid * VT + j];
+        }
+        zy[tid] = acc_y;
+        zk[tid] = acc_k;
+        avec[tid] = avec[tid] - svec[tid] - beta[tid] * acc_k;
+      }
+    }
+    ex.sync();
+    // dM = strictly_lower(-A^T T1) (over da);  X += dM o M
+    cuda::block_gemm<A>(
+        Path{}, ex, C, C, C, [=](int i, int l) { return a[l * C + i]; },
+        [=](int l, int j) { return p[l * C + j]; },
+        [=](int i, int j, A acc) {
+          const A dm = j < i ? -acc : A(0);
+          da[i * C + j] = dm;
+          xg[i * C + j] += dm * beta[i] * kkg[i * C + j];
+        });
+    ex.sync();
+    // Bsym = Bm + Bm^T (over p);  dbeta, dg (partial)
+    A *dg = part + PL.dg, *dbeta = part + PL.dbeta;
+    GDN_EACH_THREAD(ex, tid) {
+      for (int x = tid; x < C * C; x += ex.threads) {
+        const int i = x / C, j = x % C;
+        A v = 0;
+        if (j < i) v = beta[i] * da[x] * hd_exp(G[i] - G[j]);
+        if (i < j) v = beta[j] * da[j * C + i] * hd_exp(G[j] - G[i]);
+        p[x] = v;
+      }
+      if (tid < rows) {
+        A acc = 0;
+        for (int j = 0; j < tid; ++j) acc += da[tid * C + j] * kkg[tid * C + j];
+        dbeta[d.gate(b, t0 + tid, hv)] = zy[tid] + acc;
+        dg[d.gate(b, t0 + tid, hv)] = cuda::gate_grad_at(tid, avec, xg, consts[1], C);
+      }
+    }
+    ex.sync();
+    // dK = (dP o Gam)^T Q + Bsym K + diag(e) Vn dS'^T - diag(beta gamma) Z S^T (partial)
+    A* dk = part + PL.dk;
+    cuda::block_gemm<A>(
+        Path{}, ex, C, K, 2 * C + 2 * VT,
+        [=](int i, int l) {
+          if (l < C) return dpg[l * C + i];
+          if (l < 2 * C) return p[i * C + l - C];
+          if (l < 2 * C + VT) return e[i] * vn[i * VT + l - 2 * C];
+          return -beta[i] * gamma[i] * kd[i * VT + l - 2 * C - VT];
+        },
+        [=](int l, int j) {
+          if (l < C) return qs[l * K + j];
+          if (l < 2 * C) return kq[(l - C) * K + j];
+          if (l < 2 * C + VT) return dS[j * VT + l - 2 * C];
+          return S[j * VT + l - 2 * C - VT];
+        },
+        [=](int i, int j, A acc) {
+          if (i < rows) dk[d.gate(b, t0 + i, hv) * d.K + j] = acc;
+        });
+    ex.sync();
+    // dS = gamma_C dS' + (diag(gamma) Q)^T dO - K^T diag(beta gamma) Z
+    const A gamma_c = gamma[C - 1];
+    cuda::block_gemm<A>(
+        Path{}, ex, K, VT, 2 * C,
+        [=](int i, int l) { return l < C ? gamma[l] * qs[l * K + i] : kq[(l - C) * K + i]; },
+        [=](int l, int j) {
+          return l < C ? dO[l * VT + j] : -beta[l - C] * gamma[l - C] * kd[(l - C) * VT + j];
+        },
+        [=](int i, int j, A acc) { dS[i * VT + j] = gamma_c * dS[i * VT + j] + acc; });
+    ex.sync();
+  }
+  if (args.dh0) {
+    GDN_EACH_THREAD(ex, tid) {
+      for (int x = tid; x < K * VT; x += ex.threads)
+        args.dh0[(s * d.K + x / VT) * d.V + v0 + x % VT] = dS[x];
+    }
+  }
+}
+
+// The gradients from the partials, element i of the flat outputs (grid-stride over
+// B*T*H*K + B*T*HV): dq, dk summed over the group's value heads, then the V tiles, in that fixed
+// order (dq times scale); dg, dbeta summed over the V tiles.
+template <typename T>
+GDN_HD void reduce_partials(const Dims& d, const acc_t<T>* partial, int64_t i, T* dq, T* dk, T* dg,
+                            T* dbeta) {
+  using A = acc_t<T>;
+  const PartialLayout PL(d);
+  const int64_t qk_elems = d.B * d.T * d.H * d.K;
+  if (i < qk_elems) {
+    const int64_t l = i % d.K, bth = i / d.K, h = bth % d.H, bt = bth / d.H;
+    A sq = 0, sk = 0;
+    for (int64_t j = 0; j < d.G; ++j) {
+      const int64_t row = (bt * d.HV + h * d.G + j) * d.K + l;
+      for (int64_t tile = 0; tile < d.NVT; ++tile) {
+        sq += partial[tile * PL.per_tile + PL.dq + row];
+        sk += partial[tile * PL.per_tile + PL.dk + row];
+      }
+    }
+    dq[i] = from_acc<T>(A(d.scale) * sq);
+    dk[i] = from_acc<T>(sk);
+    return;
+  }
+  const int64_t r = i - qk_elems;
+  A sg = 0, sb = 0;
+  for (int64_t tile = 0; tile < d.NVT; ++tile) {
+    sg += partial[tile * PL.per_tile + PL.dg + r];
+    sb += partial[tile * PL.per_tile + PL.dbeta + r];
+  }
+  dg[r] = from_acc<T>(sg);
+  dbeta[r] = from_acc<T>(sb);
+}
+
+}  // namespace gdn::gdr::fused

@@ -1,0 +1,48 @@
+// The fused CUDA gated delta rule run on the CPU: every block of the grid in turn, each through
+// the very block code the GPU runs (gdr_fused_block.h) with a BlockExec that runs its threads one
+// by one, forward or reversed (a race between the threads of a phase shows as a difference
+// between the two orders). Shared memory is refilled with NaN before each block, so a read of
+// anything the block has not written poisons the result. bf16 products go through the
+// tensor-core fragment code and an exact model of mma.sync (block_exec.h). Slow; for tests and
+// the kernel development loop, not for use.
+#pragma once
+#include <limits>
+#include <vector>
+
+#include "kernels/cuda/gdr_fused_block.h"
+
+namespace gdn::gdr::fused {
+
+template <typename T>
+void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
+                     const gdr::ForwardOutputs<T>& out, bool reversed) {
+  using A = acc_t<T>;
+  const Dims d = dims_of(p, vt);
+  const ForwardArgs<T> args{in.q, in.k, in.v, in.g, in.beta, in.h0, out.o, out.ht, out.residual};
+  std::vector<A> smem(ForwardLayout(d.C, d.K, d.vt).total);
+  const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
+  for (int64_t block = 0; block < d.blocks(); ++block) {
+    std::fill(smem.begin(), smem.end(), std::numeric_limits<A>::quiet_NaN());
+    forward_block<T>(ex, d, args, smem.data(), block);
+  }
+}
+
+// `partial` must hold backward_workspace(p, V / vt) elements.
+template <typename T>
+void emulate_backward(const Problem& p, int64_t vt, const Inputs<T>& in,
+                      const gdr::BackwardArgs<T>& a, bool reversed) {
+  using A = acc_t<T>;
+  const Dims d = dims_of(p, vt);
+  const BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
+                             a.dht, a.residual, a.workspace, a.dv, a.dh0};
+  std::vector<A> smem(BackwardLayout(d.C, d.K, d.vt, kThreads).total);
+  const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
+  for (int64_t block = 0; block < d.blocks(); ++block) {
+    std::fill(smem.begin(), smem.end(), std::numeric_limits<A>::quiet_NaN());
+    backward_block<T>(ex, d, args, smem.data(), block);
+  }
+  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
+  for (int64_t i = 0; i < n; ++i) reduce_partials<T>(d, a.workspace, i, a.dq, a.dk, a.dg, a.dbeta);
+}
+
+}  // namespace gdn::gdr::fused

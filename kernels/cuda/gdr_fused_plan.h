@@ -1,0 +1,187 @@
+// How the fused CUDA gated delta rule (gdr_fused.cu) covers a Problem: one thread block per
+// (batch, value head, V tile of vt columns) walks the chunks with the state tile and every
+// chunk-local matrix in shared memory. This header holds the host arithmetic of that plan
+// (which vt fits the device's shared memory, the shared-memory layout of each kernel, the grid)
+// as plain C++, so the CPU tests check it and the emulator uses it (tests/test_fused_emulation).
+//
+// Shared memory, in accumulator elements (C the chunk, K the key dim, vt the V tile):
+//   forward:  S (K x vt), [k; scale q] (2C x K), M, P, A (C x C), the inversion's 16 x C block
+//             row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
+//   backward: S, dS (K x vt), [k; scale q], KK o Gam, P, A, dP o Gam, X (the gate term), dA
+//             (C x C), Yr, gamma K S, dVn, dO, K dS' (then Z), Vn (C x vt), nine C-vectors,
+//             one partial sum per thread.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "kernels/gated_delta_rule.h"
+#include "kernels/numeric.h"
+
+namespace gdn::gdr::fused {
+
+constexpr int kThreads = 256;  // 8 warps per block
+
+// Problem sizes as device code needs them; vt columns of V per block, NVT = V / vt tiles.
+struct Dims {
+  int64_t B, T, H, HV, K, V, C, NT, G, vt, NVT;
+  double scale;
+  GDN_HD int64_t qk(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * K; }
+  GDN_HD int64_t vo(int64_t b, int64_t t, int64_t hv) const { return ((b * T + t) * HV + hv) * V; }
+  GDN_HD int64_t gate(int64_t b, int64_t t, int64_t hv) const { return (b * T + t) * HV + hv; }
+  GDN_HD int64_t slices() const { return B * HV; }
+  GDN_HD int64_t blocks() const { return B * HV * NVT; }
+};
+
+inline Dims dims_of(const Problem& p, int64_t vt) {
+  return Dims{p.B,       p.T, p.H,      p.HV,   p.K, p.V, p.chunk, p.num_chunks(),
+              p.group(), vt,  p.V / vt, p.scale};
+}
+
+// Offsets (accumulator elements, multiples of 16) of the forward kernel's shared buffers.
+struct ForwardLayout {
+  int64_t S, kq, m, p, a, tinv, y, og, vn, gl, G, gamma, e, beta, total;
+  GDN_HD ForwardLayout(int64_t C, int64_t K, int64_t vt) {
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      const int64_t o = at;
+      at += (n + 15) / 16 * 16;
+      return o;
+    };
+    S = take(K * vt);
+    kq = take(2 * C * K);
+    m = take(C * C);
+    p = take(C * C);
+    a = take(C * C);
+    tinv = take(16 * C);
+    y = take(C * vt);
+    og = take(C * vt);
+    vn = take(C * vt);
+    gl = take(C);
+    G = take(C);
+    gamma = take(C);
+    e = take(C);
+    beta = take(C);
+    total = at;
+  }
+};
+
+// Offsets of the backward kernel's shared buffers (the inversion's block row lives in dpg, which
+// is dead until dP is formed; Z is written over K dS', dVn over gamma Q S o dO).
+struct BackwardLayout {
+  int64_t S, dS, kq, kkg, p, a, dpg, xg, da, yr, ksg, qd, dO, kd, vn;
+  int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, total;
+  GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads) {
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      const int64_t o = at;
+      at += (n + 15) / 16 * 16;
+      return o;
+    };
+    S = take(K * vt);
+    dS = take(K * vt);
+    kq = take(2 * C * K);
+    kkg = take(C * C);
+    p = take(C * C);
+    a = take(C * C);
+    dpg = take(C * C);
+    xg = take(C * C);
+    da = take(C * C);
+    yr = take(C * vt);
+    ksg = take(C * vt);
+    qd = take(C * vt);
+    dO = take(C * vt);
+    kd = take(C * vt);
+    vn = take(C * vt);
+    gl = take(C);
+    G = take(C);
+    gamma = take(C);
+    e = take(C);
+    beta = take(C);
+    avec = take(C);
+    svec = take(C);
+    zy = take(C);
+    zk = take(C);
+    red = take(threads);
+    consts = take(2);
+    total = at;
+  }
+};
+
+// The plan of one kernel (forward or backward) for a Problem on a device.
+struct Plan {
+  bool ok = false;
+  std::string why;  // when !ok: what does not fit or is not supported
+  int64_t vt = 0, tiles = 0, blocks = 0, smem_bytes = 0;
+  int threads = kThreads;
+};
+
+inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t acc_bytes) {
+  const int64_t elems = backward ? BackwardLayout(p.chunk, p.K, vt, kThreads).total
+                                 : ForwardLayout(p.chunk, p.K, vt).total;
+  return elems * acc_bytes;
+}
+
+// Multiply-adds of one block over one chunk (C x C x K products of the keys, the vt-wide
+// products, the inversion), for the choice of vt: a narrower tile means more blocks but repeats
+// the vt-independent work in each of them.
+inline double block_macs(const Problem& p, int64_t vt, bool backward) {
+  const double C = double(p.chunk), K = double(p.K), w = double(vt);
+  if (!backward) return 2 * C * C * K + C * C * C / 3 + (3 * C * K + 2 * C * C) * w;
+  return 5 * C * C * K + 7 * C * C * C / 3 + (8 * C * K + 5 * C * C) * w;
+}
+
+// Picks vt among 64, 32, 16 (dividing V, fitting smem_limit, the device's opt-in shared memory
+// per block) by the least predicted time on `sms` multiprocessors: waves of resident blocks
+// times the multiply-adds of a block (blocks sharing a multiprocessor share its throughput).
+// vt_override > 0 forces one. Unsupported sizes (K or V not a multiple of 16) and shapes that
+// fit no tile give ok = false with the reason.
+inline Plan plan(const Problem& p, bool backward, int64_t acc_bytes, int64_t smem_limit,
+                 int64_t sms, int64_t vt_override = 0) {
+  Plan pl;
+  if (p.K % 16 != 0 || p.V % 16 != 0) {
+    pl.why = "K and V must be multiples of 16 (K " + std::to_string(p.K) + ", V " +
+             std::to_string(p.V) + ")";
+    return pl;
+  }
+  int64_t best = 0;
+  double best_time = 0;
+  for (int64_t vt : {int64_t(64), int64_t(32), int64_t(16)}) {
+    if (p.V % vt != 0 || (vt_override > 0 && vt != vt_override)) continue;
+    const int64_t bytes = smem_bytes(p, vt, backward, acc_bytes);
+    if (bytes > smem_limit) continue;
+    const int64_t blocks = p.B * p.HV * (p.V / vt);
+    int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
+    per_sm = per_sm < 1 ? 1 : (per_sm > 2048 / kThreads ? 2048 / kThreads : per_sm);
+    const int64_t slots = sms * per_sm, waves = (blocks + slots - 1) / slots;
+    const int64_t sharing = std::min(per_sm, (blocks + sms - 1) / sms);
+    const double time = double(waves * sharing) * block_macs(p, vt, backward);
+    if (best == 0 || time < best_time) {
+      best = vt;
+      best_time = time;
+    }
+  }
+  if (best == 0) {
+    pl.why = "no V tile fits " + std::to_string(smem_limit) + " bytes of shared memory (C " +
+             std::to_string(p.chunk) + ", K " + std::to_string(p.K) + ", " +
+             std::to_string(acc_bytes * 8) + "-bit accumulators" +
+             (vt_override > 0 ? ", vt " + std::to_string(vt_override) : std::string()) + ")";
+    return pl;
+  }
+  pl.ok = true;
+  pl.vt = best;
+  pl.tiles = p.V / best;
+  pl.blocks = p.B * p.HV * pl.tiles;
+  pl.smem_bytes = smem_bytes(p, best, backward, acc_bytes);
+  return pl;
+}
+
+// Accumulator elements of the backward's workspace: per V tile, partial dq and dk (the value
+// heads of a group and the V tiles are summed afterwards, in a fixed order) and partial dg and
+// dbeta (summed over the V tiles).
+inline int64_t backward_workspace(const Problem& p, int64_t tiles) {
+  return tiles * p.B * p.T * p.HV * (2 * p.K + 2);
+}
+
+}  // namespace gdn::gdr::fused

@@ -1,0 +1,302 @@
+// The fused CUDA gated delta rule's logic on the CPU: the GPU's own block code
+// (kernels/cuda/gdr_fused_block.h) run by the emulator (gdr_fused_emulate.h) against the fp64
+// recurrent reference, fp64 and fp32 (CUDA-core path) and bf16 (tensor-core fragments through an
+// exact model of mma.sync), forward o, ht and every gradient, on odd shapes (T not a multiple of
+// C, GVA, several V tiles, K != V, h0/dht or not, strong decay); thread order reversed gives the
+// same bits (no races inside a phase); the mma.sync fragment maps; and the tile plan. What this
+// cannot check (the real mma.sync, barriers, shared-memory limits at launch) is checked by
+// test_cuda_gdr on a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/gdr_fused_emulate.h"
+#include "kernels/gated_delta_rule.h"
+#include "tests/gdr_test_data.h"
+
+namespace gdn::gdr {
+namespace {
+
+using namespace test_data;
+
+// ---- mma.sync m16n8k16 fragments --------------------------------------------------------------
+
+TEST(MmaFragments, LoadEmulateStoreIsTheProductOfRoundedOperands) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n01(0, 1);
+  float a[16][16], b[16][8];
+  for (auto& r : a)
+    for (auto& x : r) x = n01(rng);
+  for (auto& r : b)
+    for (auto& x : r) x = n01(rng);
+  auto aop = [&](int i, int l) { return a[i][l]; };
+  auto bop = [&](int l, int j) { return b[l][j]; };
+  uint32_t wa[32][4], wb[32][2];
+  float d[32][4] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    cuda::load_a_fragment(lane, aop, 0, 0, wa[lane]);
+    cuda::load_b_fragment(lane, bop, 0, 0, wb[lane]);
+  }
+  cuda::emulate_mma_m16n8k16(wa, wb, d);
+  std::set<std::pair<int, int>> seen;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int e = 0; e < 4; ++e) {
+      const int i = cuda::acc_row(lane, e), j = cuda::acc_col(lane, e);
+      EXPECT_TRUE(seen.insert({i, j}).second) << "element " << i << "," << j << " owned twice";
+      double want = 0;
+      for (int l = 0; l < 16; ++l)
+        want += double(float(bf16(a[i][l]))) * double(float(bf16(b[l][j])));
+      EXPECT_NEAR(d[lane][e], want, 1e-5 * (1 + std::abs(want))) << i << "," << j;
+    }
+  EXPECT_EQ(seen.size(), 128u);
+}
+
+TEST(MmaFragments, BlockGemmCoversEveryOutputOnce) {
+  // 48 x 24 x 32 through the warp tiles of an 8-warp block, forward and reversed warp order.
+  const int M = 48, N = 24, K = 32;
+  std::vector<float> a(M * K), b(K * N);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n01(0, 1);
+  for (auto& x : a) x = n01(rng);
+  for (auto& x : b) x = n01(rng);
+  for (bool reversed : {false, true}) {
+    std::vector<int> hits(M * N, 0);
+    std::vector<float> c(M * N, 0);
+    cuda::block_gemm<float>(
+        cuda::Mma{}, cuda::BlockExec::host(256, reversed), M, N, K,
+        [&](int i, int l) { return a[i * K + l]; }, [&](int l, int j) { return b[l * N + j]; },
+        [&](int i, int j, float acc) {
+          hits[i * N + j]++;
+          c[i * N + j] = acc;
+        });
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        ASSERT_EQ(hits[i * N + j], 1) << i << "," << j;
+        double want = 0;
+        for (int l = 0; l < K; ++l)
+          want += double(float(bf16(a[i * K + l]))) * double(float(bf16(b[l * N + j])));
+        EXPECT_NEAR(c[i * N + j], want, 1e-5 * (1 + std::abs(want)));
+      }
+  }
+}
+
+// ---- the plan ---------------------------------------------------------------------------------
+
+Problem shape(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk) {
+  Problem p;
+  p.B = B;
+  p.T = T;
+  p.H = H;
+  p.HV = HV;
+  p.K = K;
+  p.V = V;
+  p.chunk = chunk;
+  p.scale = 1 / std::sqrt(double(K));
+  p.impl = Impl::fused;
+  return p;
+}
+
+constexpr int64_t kH200Smem = 232448, kH200Sms = 132;  // opt-in bytes per block, SMs
+
+TEST(FusedPlan, SeedShapesFitAnH200) {
+  for (int64_t T : {512, 2048, 8192})
+    for (int64_t D : {64, 128})
+      for (bool backward : {false, true}) {
+        const Problem p = shape(4, T, 8, 8, D, D, 64);
+        const fused::Plan pl = fused::plan(p, backward, 4, kH200Smem, kH200Sms);
+        ASSERT_TRUE(pl.ok) << pl.why;
+        EXPECT_LE(pl.smem_bytes, kH200Smem);
+        EXPECT_EQ(pl.tiles * pl.vt, D);
+        EXPECT_EQ(pl.blocks, 4 * 8 * pl.tiles);
+      }
+}
+
+TEST(FusedPlan, ChoosesTheTileByPredictedTime) {
+  // B=4, H=8, K=V=128, C=64 forward: vt 64 gives 64 blocks (half the SMs idle), vt 16 gives 256
+  // blocks (two waves, 4x the key products); vt 32 (128 blocks, one wave) wins.
+  const Problem p = shape(4, 2048, 8, 8, 128, 128, 64);
+  EXPECT_EQ(fused::plan(p, false, 4, kH200Smem, kH200Sms).vt, 32);
+  // Many slices fill the device at any width: the widest tile does the least work.
+  const Problem wide = shape(64, 2048, 8, 8, 128, 128, 64);
+  EXPECT_EQ(fused::plan(wide, false, 4, kH200Smem, kH200Sms).vt, 64);
+  // An override wins when it fits.
+  EXPECT_EQ(fused::plan(p, false, 4, kH200Smem, kH200Sms, 16).vt, 16);
+}
+
+TEST(FusedPlan, SaysWhyWhenNothingFits) {
+  // K = 256 with C = 64 in fp32 overflows the backward's shared memory at every width...
+  const fused::Plan big = fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132);
+  EXPECT_FALSE(big.ok);
+  EXPECT_NE(big.why.find("shared memory"), std::string::npos) << big.why;
+  // ...and fits with C = 32.
+  EXPECT_TRUE(fused::plan(shape(1, 256, 1, 1, 256, 256, 32), true, 4, kH200Smem, 132).ok);
+  // Head dims must be multiples of 16.
+  const fused::Plan odd = fused::plan(shape(1, 64, 1, 1, 24, 40, 16), false, 4, kH200Smem, 132);
+  EXPECT_FALSE(odd.ok);
+  EXPECT_NE(odd.why.find("multiples of 16"), std::string::npos) << odd.why;
+  // A 99 KiB part (sm_86) fits K = 128 only with a smaller chunk.
+  EXPECT_FALSE(fused::plan(shape(4, 512, 8, 8, 128, 128, 64), false, 4, 101376, 82).ok);
+  EXPECT_TRUE(fused::plan(shape(4, 512, 8, 8, 128, 128, 32), false, 4, 101376, 82).ok);
+}
+
+TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
+  for (int64_t C : {16, 32, 64})
+    for (int64_t vt : {16, 32, 64}) {
+      const fused::ForwardLayout f(C, 128, vt);
+      const int64_t fo[] = {f.S,  f.kq, f.m, f.p,     f.a, f.tinv, f.y,    f.og,
+                            f.vn, f.gl, f.G, f.gamma, f.e, f.beta, f.total};
+      const int64_t fs[] = {128 * vt, 2 * C * 128, C * C, C * C, C * C, 16 * C, C * vt,
+                            C * vt,   C * vt,      C,     C,     C,     C,      C};
+      for (int i = 0; i < 14; ++i) {
+        EXPECT_EQ(fo[i] % 16, 0);
+        EXPECT_GE(fo[i + 1], fo[i] + fs[i]) << "forward buffer " << i;
+      }
+    }
+}
+
+// ---- the kernels, emulated, against the fp64 recurrent reference -------------------------------
+
+template <typename T>
+Result run_emulated(const Problem& p, int64_t vt, const Data& d, bool reversed) {
+  using A = acc_t<T>;
+  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
+             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
+  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
+  std::vector<T> o(v.size());
+  std::vector<A> ht(h0.size()), residual(residual_elems(p));
+  const Inputs<T> in{q.data(), k.data(),    v.data(),
+                     g.data(), beta.data(), p.has_h0 ? h0.data() : nullptr};
+  fused::emulate_forward<T>(
+      p, vt, in, ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data()},
+      reversed);
+  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
+  std::vector<A> dh0(h0.size()), partial(fused::backward_workspace(p, p.V / vt));
+  fused::emulate_backward<T>(
+      p, vt, in,
+      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(), partial.data(),
+                      dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
+                      p.has_h0 ? dh0.data() : nullptr},
+      reversed);
+  Result r;
+  r.o = to_double(o);
+  if (p.want_ht) r.ht = to_double(ht);
+  r.dq = to_double(dq);
+  r.dk = to_double(dk);
+  r.dv = to_double(dv);
+  r.dg = to_double(dg);
+  r.dbeta = to_double(dbeta);
+  if (p.has_h0) r.dh0 = to_double(dh0);
+  return r;
+}
+
+// The fp64 recurrent reference through the CPU kernels.
+Result reference(Problem p, const Data& d) {
+  p.impl = Impl::recurrent;
+  const int64_t KV = p.K * p.V;
+  std::vector<double> o(d.v.size()), ht(p.B * p.HV * KV), residual(residual_elems(p)),
+      fws(forward_workspace_elems(p)), bws(backward_workspace_elems(p));
+  const Inputs<double> in{d.q.data(), d.k.data(),    d.v.data(),
+                          d.g.data(), d.beta.data(), p.has_h0 ? d.h0.data() : nullptr};
+  forward_cpu<double>(p, in,
+                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
+                                             residual.data(), fws.data()});
+  Result r;
+  r.o = o;
+  if (p.want_ht) r.ht = ht;
+  r.dq.resize(d.q.size());
+  r.dk.resize(d.k.size());
+  r.dv.resize(d.v.size());
+  r.dg.resize(d.g.size());
+  r.dbeta.resize(d.g.size());
+  r.dh0.resize(p.has_h0 ? ht.size() : 0);
+  backward_cpu<double>(
+      p, in,
+      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
+                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
+                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
+  return r;
+}
+
+struct Case {
+  const char* name;
+  int64_t B, T, H, HV, K, V;
+  int chunk;
+  int64_t vt;
+  bool h0, dht;
+  Gates gates;
+};
+
+const Case kCases[] = {
+    {"partial_chunk_h0", 1, 37, 1, 1, 32, 32, 16, 32, true, true, Gates::realistic},
+    {"gva_k_ne_v_three_tiles", 2, 70, 1, 2, 16, 48, 32, 16, true, true, Gates::realistic},
+    {"two_tiles_no_state_io", 1, 64, 2, 2, 64, 64, 64, 32, false, false, Gates::realistic},
+    {"strong_decay_c64", 1, 100, 1, 1, 32, 16, 64, 16, true, true, Gates::strong_decay},
+    {"t_lt_c_beta_one", 1, 9, 1, 2, 16, 32, 32, 32, false, true, Gates::beta_one},
+};
+
+Problem problem_of(const Case& c) {
+  Problem p = shape(c.B, c.T, c.H, c.HV, c.K, c.V, c.chunk);
+  p.has_h0 = c.h0;
+  p.want_ht = c.dht;
+  return p;
+}
+
+template <typename T>
+void check_against_reference(double tol) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    const Problem p = problem_of(c);
+    const Data d = make_data(p, c.gates, 77 + c.T);
+    const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
+    const Result got = run_emulated<T>(p, c.vt, d, false);
+    expect_close(got, reference(p, seen), tol);
+  }
+}
+
+TEST(FusedEmulation, Fp64MatchesTheRecurrentReference) {
+  check_against_reference<double>(1e-10);
+}
+
+TEST(FusedEmulation, Fp32MatchesTheRecurrentReference) {
+  check_against_reference<float>(1e-5);
+}
+
+// bf16: the products run on tensor cores from bf16-rounded operands (the state, A, Y, Vn, ...
+// are rounded where they enter a product, as flash-linear-attention's kernels do), so the error
+// is that of bf16 arithmetic, not only of bf16 inputs.
+TEST(FusedEmulation, Bf16TensorCorePathMatchesTheRecurrentReference) {
+  check_against_reference<bf16>(1e-2);
+}
+
+TEST(FusedEmulation, ThreadOrderDoesNotMatter) {
+  for (const Case& c : {kCases[1], kCases[3]}) {
+    SCOPED_TRACE(c.name);
+    const Problem p = problem_of(c);
+    const Data d = make_data(p, c.gates, 5);
+    const Result fwd32 = run_emulated<float>(p, c.vt, d, false);
+    const Result rev32 = run_emulated<float>(p, c.vt, d, true);
+    expect_close(rev32, fwd32, 0);
+    const Result fwd16 = run_emulated<bf16>(p, c.vt, d, false);
+    const Result rev16 = run_emulated<bf16>(p, c.vt, d, true);
+    expect_close(rev16, fwd16, 0);
+  }
+}
+
+TEST(FusedEmulation, EveryTileWidthGivesTheSameGradients) {
+  // V = 64 as one tile, two or four: the partial sums over tiles add up to the same result.
+  Problem p = shape(1, 50, 1, 2, 16, 64, 16);
+  p.has_h0 = p.want_ht = true;
+  const Data d = make_data(p, Gates::realistic, 11);
+  const Result ref = reference(p, d);
+  for (int64_t vt : {16, 32, 64}) {
+    SCOPED_TRACE(vt);
+    expect_close(run_emulated<double>(p, vt, d, false), ref, 1e-10);
+  }
+}
+
+}  // namespace
+}  // namespace gdn::gdr
