@@ -440,6 +440,26 @@ TEST(PrepareData, ExpandInputs) {
             std::string::npos);
 }
 
+TEST(PrepareData, TheSplitDoesNotDependOnWhereTheCorpusLives) {
+  TextFiles a, b;  // the same files in two temporary directories
+  auto val_of = [](TextFiles& c) {
+    PrepareOptions o;
+    o.inputs = {c.dir.file("in")};
+    o.out_dir = c.dir.file("out");
+    o.val_fraction = 0.3;
+    o.progress = false;
+    prepare_data(o);
+    return read_bytes(c.dir.file("out/val.bin"));
+  };
+  EXPECT_NE(a.dir.file("in"), b.dir.file("in"));
+  EXPECT_EQ(val_of(a), val_of(b));
+  // Keys: below the directory given, or the file name of a file given directly.
+  const auto keyed = expand_inputs_keyed({a.dir.file("in/sub"), a.dir.file("in/a.txt")});
+  ASSERT_EQ(keyed.size(), 3u);
+  EXPECT_EQ(keyed[0].key, "c.txt");
+  EXPECT_EQ(keyed[2].key, "a.txt");
+}
+
 TEST(PrepareData, ByteEndToEnd) {
   TextFiles c;
   PrepareOptions o;

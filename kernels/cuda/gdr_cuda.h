@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/gdr_fused_plan.h"
 #include "kernels/gated_delta_rule.h"
 
 namespace gdn::gdr {
@@ -23,6 +24,8 @@ namespace gdn::gdr {
 Problem cuda_problem(const Problem& p, bool backward, int64_t acc_bytes);
 // Why `fused` runs as chunked on the current device for this direction; empty when it runs.
 std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t acc_bytes);
+// The fused kernels' plan on the current device (GDN_FUSED_VT=16|32|64 forces the V tile).
+fused::Plan cuda_fused_plan(const Problem& p, bool backward, int64_t acc_bytes);
 
 // Acc elements of workspace forward_cuda / backward_cuda need for `p` (defined with the CUDA
 // kernels, kernels/cuda/gdr_dispatch.cu).

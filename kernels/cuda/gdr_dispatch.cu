@@ -41,6 +41,10 @@ Problem cuda_problem(const Problem& p, bool backward, int64_t acc_bytes) {
   return c;
 }
 
+fused::Plan cuda_fused_plan(const Problem& p, bool backward, int64_t acc_bytes) {
+  return cuda_detail::fused_plan(p, backward, acc_bytes);
+}
+
 std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t acc_bytes) {
   if (p.impl != Impl::fused) return "";
   const fused::Plan pl = cuda_detail::fused_plan(p, backward, acc_bytes);

@@ -13,40 +13,11 @@
 #include <vector>
 
 #include "kernels/cuda/gdr_common.cuh"
-#include "kernels/cuda/gdr_fused_block.h"
+#include "kernels/cuda/gdr_fused_launch.cuh"
 
 namespace gdn::gdr::cuda_detail {
 
 namespace {
-
-template <typename T>
-__global__ void __launch_bounds__(fused::kThreads, 1)
-    fused_forward_kernel(fused::Dims d, fused::ForwardArgs<T> args) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  fused::forward_block<T>(BlockExec::device(), d, args, reinterpret_cast<acc_t<T>*>(smem),
-                          blockIdx.x);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(fused::kThreads, 1)
-    fused_backward_kernel(fused::Dims d, fused::BackwardArgs<T> args) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  fused::backward_block<T>(BlockExec::device(), d, args, reinterpret_cast<acc_t<T>*>(smem),
-                           blockIdx.x);
-}
-
-#define GDN_FUSED_GRID_LOOP(i, n)                                           \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
-template <typename T>
-__global__ void fused_reduce_kernel(fused::Dims d, const acc_t<T>* partial, T* dq, T* dk, T* dg,
-                                    T* dbeta) {
-  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
-  GDN_FUSED_GRID_LOOP(i, n) {
-    fused::reduce_partials<T>(d, partial, i, dq, dk, dg, dbeta);
-  }
-}
 
 // The current device's opt-in shared memory per block and multiprocessor count (cached).
 struct DeviceLimits {
@@ -74,12 +45,6 @@ int64_t vt_override() {
   return s ? std::atoll(s) : 0;
 }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, int64_t bytes) {
-  GDN_KCUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 }  // namespace
 
 fused::Plan fused_plan(const Problem& p, bool backward, int64_t acc_bytes) {
@@ -96,10 +61,7 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
   const fused::Dims d = fused::dims_of(p, pl.vt);
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
                                    in.h0, out.o, out.ht, out.residual};
-  allow_smem(fused_forward_kernel<T>, pl.smem_bytes);
-  fused_forward_kernel<T>
-      <<<unsigned(pl.blocks), fused::kThreads, size_t(pl.smem_bytes), stream>>>(d, args);
-  GDN_KCUDA_LAUNCHED("gdr fused forward");
+  fused::launch_forward<fused::LibraryBlock, T>(pl, d, args, stream);
 }
 
 template <typename T>
@@ -111,14 +73,7 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
   const fused::Dims d = fused::dims_of(p, pl.vt);
   const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
                                     a.dht, a.residual, a.workspace, a.dv, a.dh0};
-  allow_smem(fused_backward_kernel<T>, pl.smem_bytes);
-  fused_backward_kernel<T>
-      <<<unsigned(pl.blocks), fused::kThreads, size_t(pl.smem_bytes), stream>>>(d, args);
-  GDN_KCUDA_LAUNCHED("gdr fused backward");
-  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
-  fused_reduce_kernel<T>
-      <<<grid_1d(n, 256), 256, 0, stream>>>(d, a.workspace, a.dq, a.dk, a.dg, a.dbeta);
-  GDN_KCUDA_LAUNCHED("gdr fused reduce");
+  fused::launch_backward<fused::LibraryBlock, T>(pl, d, args, a.dq, a.dk, a.dg, a.dbeta, stream);
 }
 
 GDN_GDR_CUDA_INSTANTIATE_FWD(fused_forward, cudaStream_t)

@@ -39,7 +39,8 @@ struct Doc {
   bool val = false;
 };
 
-// Rank of a document in the split: FNV-1a of its path, then a splitmix64 finaliser.
+// Rank of a document in the split: FNV-1a of its key (its path below the input it was found
+// under, so the split does not depend on where the corpus lives), then a splitmix64 finaliser.
 uint64_t path_hash(const std::string& path) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : path) h = (h ^ c) * 1099511628211ull;
@@ -119,9 +120,11 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 }
 
 // Pass 1: which files are text, how many bytes of each are used.
-std::vector<Doc> scan(const std::vector<std::string>& files, const PrepareOptions& o,
+std::vector<Doc> scan(const std::vector<InputFile>& inputs, const PrepareOptions& o,
                       PrepareSummary& s) {
   std::vector<Doc> docs;
+  std::vector<std::string> files;
+  for (const auto& in : inputs) files.push_back(in.path);
   int64_t total = 0;
   for (const auto& f : files) {
     std::error_code ec;
@@ -149,7 +152,7 @@ std::vector<Doc> scan(const std::vector<std::string>& files, const PrepareOption
     const bool cut = o.max_bytes > 0 && s.bytes + int64_t(used) > o.max_bytes;
     if (cut) used = cut_point(text, size_t(o.max_bytes - s.bytes));
     if (used > 0) {
-      docs.push_back({files[i], int64_t(used), path_hash(files[i]), false});
+      docs.push_back({files[i], int64_t(used), path_hash(inputs[i].key), false});
       s.bytes += int64_t(used);
       s.files_truncated += cut ? 1 : 0;
     }
@@ -189,8 +192,9 @@ std::string split(std::vector<Doc>& docs, double val_fraction) {
       if (docs[i].bytes < docs[best].bytes) best = i;
     docs[best].val = true;
   }
-  return "by document: files ranked by a hash of their path (FNV-1a + splitmix64) go to val "
-         "while val stays within val_fraction of the bytes (at least one file)";
+  return "by document: files ranked by a hash of their path below the input they were found "
+         "under (FNV-1a + splitmix64) go to val while val stays within val_fraction of the bytes "
+         "(at least one file)";
 }
 
 // Pass 3 (sentencepiece): about sp_sample_bytes of train text, in chunks of whole lines kept
@@ -314,11 +318,11 @@ void tokenize(const std::vector<Doc>& docs, const Tokenizer& tok, const PrepareO
 
 }  // namespace
 
-std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
-  std::vector<std::string> out;
+std::vector<InputFile> expand_inputs_keyed(const std::vector<std::string>& inputs) {
+  std::vector<InputFile> out;
   std::set<std::string> seen;
-  auto add = [&](const std::string& p) {
-    if (seen.insert(p).second) out.push_back(p);
+  auto add = [&](const std::string& p, const std::string& key) {
+    if (seen.insert(p).second) out.push_back({p, key});
   };
   for (const auto& in : inputs) {
     std::vector<std::string> matches;
@@ -342,12 +346,18 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
           if (it->is_regular_file()) files.push_back(it->path().string());
         GDN_CHECK(!ec, "cannot walk '", m, "': ", ec.message());
         std::sort(files.begin(), files.end());
-        for (const auto& f : files) add(f);
+        for (const auto& f : files) add(f, fs::path(f).lexically_relative(m).string());
       } else if (fs::is_regular_file(m, ec)) {
-        add(m);
+        add(m, fs::path(m).filename().string());
       }
     }
   }
+  return out;
+}
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::string> out;
+  for (auto& f : expand_inputs_keyed(inputs)) out.push_back(std::move(f.path));
   return out;
 }
 
@@ -359,15 +369,16 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   GDN_CHECK(o.max_bytes >= 0, "max bytes must be >= 0, got ", o.max_bytes);
   PrepareSummary s;
   s.out_dir = o.out_dir;
-  std::vector<std::string> files;
+  std::vector<InputFile> files;
   if (o.inputs.empty()) {
     Corpus c = find_default_corpus();
     if (o.progress)
       std::fprintf(stderr, "gdn prepare-data: default corpus %s (%s, %zu files, %s)\n",
                    c.name.c_str(), c.root.c_str(), c.files.size(), fmt_mb(c.bytes).c_str());
-    files = std::move(c.files);
+    for (const auto& f : c.files)
+      files.push_back({f, fs::path(f).lexically_relative(c.root).string()});
   } else {
-    files = expand_inputs(o.inputs);
+    files = expand_inputs_keyed(o.inputs);
   }
   s.files_found = int64_t(files.size());
   GDN_CHECK(!files.empty(), "no input files");

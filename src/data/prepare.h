@@ -3,11 +3,12 @@
 // Writes into out_dir: train.bin and val.bin (token shards, see shard.h), the tokenizer
 // (tokenizer.json for byte, tokenizer.model for sentencepiece) and meta.json.
 // A document is one file. Files with a NUL byte (binary), invalid UTF-8, or nothing in them are
-// skipped and counted. The split is by documents: they are ranked by a hash of their path (so a
-// file's side does not depend on which other files are there) and taken into val in that order
-// while val stays within val_fraction of the bytes (at least one document when val_fraction > 0).
-// A corpus of a single document is split instead at a contiguous tail of its tokens.
-// When the tokenizer has an eos id it is appended after every document.
+// skipped and counted. The split is by documents: they are ranked by a hash of their path below
+// the input they were found under (a file named directly: its name), so a file's side depends
+// neither on which other files are there nor on where the corpus lives, and taken into val in that
+// order while val stays within val_fraction of the bytes (at least one document when val_fraction >
+// 0). A corpus of a single document is split instead at a contiguous tail of its tokens. When the
+// tokenizer has an eos id it is appended after every document.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,6 +51,12 @@ struct PrepareSummary {
 // Expands each input (glob(3) pattern, file or directory walked recursively), in order, without
 // duplicates; each directory's files sorted. Throws naming a pattern that matches nothing.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs);
+// The same files with their split keys: the path below the directory input it was found under,
+// or the file name of a file named (or globbed) directly.
+struct InputFile {
+  std::string path, key;
+};
+std::vector<InputFile> expand_inputs_keyed(const std::vector<std::string>& inputs);
 
 PrepareSummary prepare_data(const PrepareOptions& options);
 
