@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU checks in one run, for a machine with an NVIDIA GPU: the `gpu` tests, compute-sanitizer's
+# race check on the fused kernels, the fused kernels side by side in the kernel lab, the seed
+# sweep (`gdn bench --device cuda --preset seed`) and, where python3 has PyTorch, the floor of a
+# straightforward PyTorch chunked implementation (scripts/torch_chunked_floor.py). Each stage has a time limit and writes
+# its log to OUT_DIR (default runs/gpu-check); summary.txt has one line per stage.
+#
+# Programs come from BIN (default build/, as scripts/setup.sh builds them) or from a bundle
+# made by scripts/device_bundle.sh (BUNDLE=.device_carry/bundle.tar.xz: unpacked to /tmp).
+# STAGES (default "tests racecheck lab bench torch") picks stages.
+#
+# On a lent GPU machine with the CUDA toolkit but none of our Debian packages: build the bundle
+# here (scripts/device_bundle.sh 90), carry .device_carry, and run there, in two calls of at most
+# 10 minutes each (the stage limits add up to more):
+#   BUNDLE=.device_carry/bundle.tar.xz OUT_DIR=$OUT STAGES="tests racecheck lab" scripts/gpu_check.sh
+#   BUNDLE=.device_carry/bundle.tar.xz OUT_DIR=$OUT STAGES="bench torch" scripts/gpu_check.sh
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT_DIR:-runs/gpu-check}
+mkdir -p "$out"
+if [ -n "${BUNDLE:-}" ]; then
+  rm -rf /tmp/gdn-bundle && mkdir -p /tmp/gdn-bundle && tar -C /tmp/gdn-bundle -xJf "$BUNDLE"
+  bin=/tmp/gdn-bundle/bin tests=/tmp/gdn-bundle/bin
+  export LD_LIBRARY_PATH=/tmp/gdn-bundle/lib:${LD_LIBRARY_PATH:-}
+else
+  bin=${BIN:-build} tests=${BIN:-build}/tests
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} bin tests out
+stage() {  # name, seconds, command...
+  local name=$1 limit=$2 start rc
+  shift 2
+  case " ${STAGES:-tests racecheck lab bench torch} " in *" $name "*) ;; *) return 0 ;; esac
+  echo "== $name (limit ${limit}s)"
+  start=$(date +%s)
+  timeout "$limit" bash -c "$*" >"$out/$name.log" 2>&1  # functions below are exported
+  rc=$?
+  echo "$name: exit $rc after $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"
+  tail -n 15 "$out/$name.log"
+}
+{ nvidia-smi; nvcc --version; } >"$out/machine.txt" 2>&1
+run_tests() {
+  local failed=0
+  for t in "$tests"/test_cuda_*; do
+    echo "--- $(basename "$t")"
+    "$t" --gtest_brief=1 || { echo "FAILED: $(basename "$t")"; failed=1; }
+  done
+  return $failed
+}
+export -f run_tests
+stage tests 240 run_tests
+stage racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
+  '"$tests/test_cuda_gdr"' "--gtest_filter=CudaGdrFused.MatchesItsCpuEmulation*"
+lab() {
+  for dt in bfloat16 float32; do
+    for d in 64 128; do
+      "$bin/gdr_lab" --B 4 --T 8192 --H 8 --K $d --V $d --dtype $dt --check first --repeats 10 \
+        --variants fused,fused:vt=16,fused:vt=32,fused:vt=64,chunked --peak-tflops 989 || return 1
+    done
+  done
+  "$bin/gdr_lab" --B 2 --T 1024 --H 4 --K 128 --V 128 --dtype bfloat16 --check cpu --repeats 3 \
+    --variants fused,chunked,recurrent,lab
+}
+export -f lab
+stage lab 180 lab
+stage bench 420 '"$bin/gdn"' bench --device cuda --preset seed --out '"$out/bench-seed.json"'
+stage torch 150 python3 scripts/torch_chunked_floor.py --out '"$out/torch-floor.json"'
+echo "results in $out:"
+ls -la "$out"
