@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -105,7 +106,8 @@ inline double rel_err(const Vec& x, const Vec& ref) {
   return den > 0 ? num / den : num;
 }
 
-inline void expect_close(const Result& x, const Result& ref, double tol, bool ssd = false) {
+inline void expect_close(const Result& x, const Result& ref, double tol, bool ssd = false,
+                         const std::string& what = "") {
   const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
       {"o", {&x.o, &ref.o}},
       {"ht", {&x.ht, &ref.ht}},
@@ -117,12 +119,47 @@ inline void expect_close(const Result& x, const Result& ref, double tol, bool ss
       {"dh0", {&x.dh0, &ref.dh0}}};
   for (const auto& [name, pr] : fields) {
     if (ssd && std::string(name) == "dbeta") continue;
-    ASSERT_EQ(pr.first->size(), pr.second->size()) << name;
-    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << name << " has inf/nan";
+    ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
+    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
     const double err = rel_err(*pr.first, *pr.second);
     if (std::getenv("GDN_TEST_VERBOSE")) std::printf("    %-6s rel err %.3g\n", name, err);
-    EXPECT_LE(err, tol) << name;
+    EXPECT_LE(err, tol) << what << " " << name;
   }
+}
+
+// The CPU fp64 recurrent reference (kernels/cpu/gdr_recurrent.cpp; proven against fp64 finite
+// differences in test_gdr_kernels.cpp), on the same rounded values. For ssd the recurrent
+// reference with beta = 1 is not ssd, so ssd is checked against the CPU ssd kernel in fp64.
+inline Result reference(Problem p, const Data& d) {
+  if (p.impl != Impl::ssd) p.impl = Impl::recurrent;
+  p.residual = Residual::minimal;
+  Vec o(d.v.size()), ht(d.h0.size()), residual(residual_elems(p)),
+      fws(std::max<int64_t>(1, forward_workspace_elems(p))),
+      bws(std::max<int64_t>(1, backward_workspace_elems(p)));
+  Inputs<double> in{d.q.data(),
+                    d.k.data(),
+                    d.v.data(),
+                    d.g.data(),
+                    p.impl == Impl::ssd ? nullptr : d.beta.data(),
+                    p.has_h0 ? d.h0.data() : nullptr};
+  forward_cpu<double>(p, in,
+                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
+                                             residual.data(), fws.data()});
+  Result r;
+  r.o = o;
+  if (p.want_ht) r.ht = ht;
+  r.dq.resize(d.q.size());
+  r.dk.resize(d.k.size());
+  r.dv.resize(d.v.size());
+  r.dg.resize(d.g.size());
+  r.dbeta.resize(d.g.size());
+  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
+  backward_cpu<double>(
+      p, in,
+      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
+                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
+                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
+  return r;
 }
 
 }  // namespace gdn::gdr::test_data

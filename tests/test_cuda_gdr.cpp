@@ -18,13 +18,13 @@
 #include "kernels/gated_delta_rule.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
+#include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
 #include "tests/test_util.h"
 #if defined(GDN_WITH_CUDA)
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/gdr_cuda.h"
-#include "kernels/cuda/gdr_fused_emulate.h"
 #include "src/core/cuda/cuda_context.h"
 #endif
 
@@ -89,58 +89,6 @@ Result run_cuda(const Problem& p, const Data& d) {
   return r;
 }
 
-// The CPU fp64 recurrent reference (kernels/cpu/gdr_recurrent.cpp; proven against fp64 finite
-// differences in test_gdr_kernels.cpp), on the same rounded values. For ssd the recurrent
-// reference with beta = 1 is not ssd, so ssd is checked against the CPU ssd kernel in fp64.
-Result reference(Problem p, const Data& d) {
-  if (p.impl != Impl::ssd) p.impl = Impl::recurrent;
-  p.residual = Residual::minimal;
-  Vec o(d.v.size()), ht(d.h0.size()), residual(residual_elems(p)),
-      fws(std::max<int64_t>(1, forward_workspace_elems(p))),
-      bws(std::max<int64_t>(1, backward_workspace_elems(p)));
-  Inputs<double> in{d.q.data(),
-                    d.k.data(),
-                    d.v.data(),
-                    d.g.data(),
-                    p.impl == Impl::ssd ? nullptr : d.beta.data(),
-                    p.has_h0 ? d.h0.data() : nullptr};
-  forward_cpu<double>(p, in,
-                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
-                                             residual.data(), fws.data()});
-  Result r;
-  r.o = o;
-  if (p.want_ht) r.ht = ht;
-  r.dq.resize(d.q.size());
-  r.dk.resize(d.k.size());
-  r.dv.resize(d.v.size());
-  r.dg.resize(d.g.size());
-  r.dbeta.resize(d.g.size());
-  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
-  backward_cpu<double>(
-      p, in,
-      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
-                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
-                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
-  return r;
-}
-
-void expect_near(const Result& x, const Result& ref, double tol, const std::string& what) {
-  const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
-      {"o", {&x.o, &ref.o}},
-      {"ht", {&x.ht, &ref.ht}},
-      {"dq", {&x.dq, &ref.dq}},
-      {"dk", {&x.dk, &ref.dk}},
-      {"dv", {&x.dv, &ref.dv}},
-      {"dg", {&x.dg, &ref.dg}},
-      {"dbeta", {&x.dbeta, &ref.dbeta}},
-      {"dh0", {&x.dh0, &ref.dh0}}};
-  for (const auto& [name, pr] : fields) {
-    ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
-    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
-    EXPECT_LE(test_data::rel_err(*pr.first, *pr.second), tol) << what << " " << name;
-  }
-}
-
 struct Case {
   const char* name;
   int64_t B, T, H, HV, K, V;
@@ -197,9 +145,10 @@ void check_case(const Case& c, const std::vector<int>& chunks, bool with_f64) {
         const Problem p = problem_for(c, v.impl, v.residual, chunk);
         // fp32: another summation order than fp64 (and the chunked form); bf16: the inputs and
         // outputs are rounded to 8 bits of mantissa.
-        if (with_f64) expect_near(run_cuda<double>(p, d64), r64, 1e-9, label(c, v, "f64", chunk));
-        expect_near(run_cuda<float>(p, d32), r32, 1e-4, label(c, v, "f32", chunk));
-        expect_near(run_cuda<bf16>(p, d16), r16, 2e-2, label(c, v, "bf16", chunk));
+        if (with_f64)
+          expect_close(run_cuda<double>(p, d64), r64, 1e-9, false, label(c, v, "f64", chunk));
+        expect_close(run_cuda<float>(p, d32), r32, 1e-4, false, label(c, v, "f32", chunk));
+        expect_close(run_cuda<bf16>(p, d16), r16, 2e-2, false, label(c, v, "bf16", chunk));
       }
   }
 }
@@ -286,39 +235,6 @@ TEST(CudaGdr, OpThroughAutogradMatchesCpu) {
 
 // The GPU runs the block code the CPU emulator runs: the two agree to rounding (the order of the
 // tensor cores' sums, expf vs std::exp), at every V tile width (GDN_FUSED_VT).
-template <typename T>
-Result emulate_fused(const Problem& p, int64_t vt, const Data& d) {
-  using A = acc_t<T>;
-  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
-             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
-  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
-  std::vector<T> o(v.size()), dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()),
-      dbeta(g.size());
-  std::vector<A> ht(h0.size()), residual(residual_elems(p)), dh0(h0.size()),
-      partial(fused::backward_workspace(p, p.V / vt));
-  const Inputs<T> in{q.data(), k.data(),    v.data(),
-                     g.data(), beta.data(), p.has_h0 ? h0.data() : nullptr};
-  fused::emulate_forward<T>(
-      p, vt, in, ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data()},
-      false);
-  fused::emulate_backward<T>(
-      p, vt, in,
-      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(), partial.data(),
-                      dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
-                      p.has_h0 ? dh0.data() : nullptr},
-      false);
-  Result r;
-  r.o = to_double(o);
-  if (p.want_ht) r.ht = to_double(ht);
-  r.dq = to_double(dq);
-  r.dk = to_double(dk);
-  r.dv = to_double(dv);
-  r.dg = to_double(dg);
-  r.dbeta = to_double(dbeta);
-  if (p.has_h0) r.dh0 = to_double(dh0);
-  return r;
-}
-
 TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
   const Case c{"fused_emulation", 2, 90, 1, 2, 32, 64, true, true, Gates::realistic};
   const Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
@@ -328,11 +244,12 @@ TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
     setenv("GDN_FUSED_VT", vt_s.c_str(), 1);
     ASSERT_EQ(cuda_fused_fallback(p, false, 4), "") << "vt " << vt;
     ASSERT_EQ(cuda_fused_fallback(p, true, 4), "") << "vt " << vt;
-    expect_near(run_cuda<float>(p, round_to<float>(d)), emulate_fused<float>(p, vt, d), 1e-5,
-                "f32 vt " + vt_s);
-    expect_near(run_cuda<bf16>(p, round_to<bf16>(d)), emulate_fused<bf16>(p, vt, d), 2e-3,
-                "bf16 vt " + vt_s);
-    expect_near(run_cuda<double>(p, d), emulate_fused<double>(p, vt, d), 1e-12, "f64 vt " + vt_s);
+    expect_close(run_cuda<float>(p, round_to<float>(d)), run_fused_emulated<float>(p, vt, d), 1e-5,
+                 false, "f32 vt " + vt_s);
+    expect_close(run_cuda<bf16>(p, round_to<bf16>(d)), run_fused_emulated<bf16>(p, vt, d), 2e-3,
+                 false, "bf16 vt " + vt_s);
+    expect_close(run_cuda<double>(p, d), run_fused_emulated<double>(p, vt, d), 1e-12, false,
+                 "f64 vt " + vt_s);
   }
   unsetenv("GDN_FUSED_VT");
 }

@@ -25,7 +25,8 @@ std::vector<double> train_losses(const std::string& device, const std::string& r
       for (int i = 0; i < 300; ++i) out << "lorem ipsum dolor " << (i * 5 + f) % 11 << " sit\n";
     }
   }
-  train::RunConfig c = train::parse_run_config(R"(
+  train::RunConfig c =
+      train::parse_run_config(R"(
 model:
   hidden_size: 64
   num_hidden_layers: 2
@@ -45,10 +46,9 @@ train:
   save_every: 0
   log_every: 1
 )",
-                                               "cuda_train.yaml",
-                                               {"data.inputs=[" + corpus.string() + "]",
-                                                "train.device=" + device,
-                                                "train.out_dir=" + (fs::path(root) / run).string()});
+                              "cuda_train.yaml",
+                              {"data.inputs=[" + corpus.string() + "]", "train.device=" + device,
+                               "train.out_dir=" + (fs::path(root) / run).string()});
   if (run != "cpu") c.data.dir = (fs::path(root) / "cpu" / "data").string();
   train::TrainerOptions o;
   o.quiet = true;

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/gdr_fused_emulate.h"
 #include "kernels/gated_delta_rule.h"
+#include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
 
 namespace gdn::gdr {
@@ -147,8 +148,8 @@ TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
   for (int64_t C : {16, 32, 64})
     for (int64_t vt : {16, 32, 64}) {
       const fused::ForwardLayout f(C, 128, vt);
-      const int64_t fo[] = {f.S,  f.kq, f.m, f.p,     f.a, f.tinv, f.y,    f.og,
-                            f.vn, f.gl, f.G, f.gamma, f.e, f.beta, f.total};
+      const int64_t fo[] = {f.S,  f.kq, f.kkg, f.p,     f.a, f.tinv, f.y,    f.og,
+                            f.vn, f.gl, f.G,   f.gamma, f.e, f.beta, f.total};
       const int64_t fs[] = {128 * vt, 2 * C * 128, C * C, C * C, C * C, 16 * C, C * vt,
                             C * vt,   C * vt,      C,     C,     C,     C,      C};
       for (int i = 0; i < 14; ++i) {
@@ -159,67 +160,6 @@ TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
 }
 
 // ---- the kernels, emulated, against the fp64 recurrent reference -------------------------------
-
-template <typename T>
-Result run_emulated(const Problem& p, int64_t vt, const Data& d, bool reversed) {
-  using A = acc_t<T>;
-  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
-             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
-  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
-  std::vector<T> o(v.size());
-  std::vector<A> ht(h0.size()), residual(residual_elems(p));
-  const Inputs<T> in{q.data(), k.data(),    v.data(),
-                     g.data(), beta.data(), p.has_h0 ? h0.data() : nullptr};
-  fused::emulate_forward<T>(
-      p, vt, in, ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data()},
-      reversed);
-  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
-  std::vector<A> dh0(h0.size()), partial(fused::backward_workspace(p, p.V / vt));
-  fused::emulate_backward<T>(
-      p, vt, in,
-      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(), partial.data(),
-                      dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
-                      p.has_h0 ? dh0.data() : nullptr},
-      reversed);
-  Result r;
-  r.o = to_double(o);
-  if (p.want_ht) r.ht = to_double(ht);
-  r.dq = to_double(dq);
-  r.dk = to_double(dk);
-  r.dv = to_double(dv);
-  r.dg = to_double(dg);
-  r.dbeta = to_double(dbeta);
-  if (p.has_h0) r.dh0 = to_double(dh0);
-  return r;
-}
-
-// The fp64 recurrent reference through the CPU kernels.
-Result reference(Problem p, const Data& d) {
-  p.impl = Impl::recurrent;
-  const int64_t KV = p.K * p.V;
-  std::vector<double> o(d.v.size()), ht(p.B * p.HV * KV), residual(residual_elems(p)),
-      fws(forward_workspace_elems(p)), bws(backward_workspace_elems(p));
-  const Inputs<double> in{d.q.data(), d.k.data(),    d.v.data(),
-                          d.g.data(), d.beta.data(), p.has_h0 ? d.h0.data() : nullptr};
-  forward_cpu<double>(p, in,
-                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
-                                             residual.data(), fws.data()});
-  Result r;
-  r.o = o;
-  if (p.want_ht) r.ht = ht;
-  r.dq.resize(d.q.size());
-  r.dk.resize(d.k.size());
-  r.dv.resize(d.v.size());
-  r.dg.resize(d.g.size());
-  r.dbeta.resize(d.g.size());
-  r.dh0.resize(p.has_h0 ? ht.size() : 0);
-  backward_cpu<double>(
-      p, in,
-      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
-                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
-                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
-  return r;
-}
 
 struct Case {
   const char* name;
@@ -252,7 +192,7 @@ void check_against_reference(double tol) {
     const Problem p = problem_of(c);
     const Data d = make_data(p, c.gates, 77 + c.T);
     const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
-    const Result got = run_emulated<T>(p, c.vt, d, false);
+    const Result got = run_fused_emulated<T>(p, c.vt, d, false);
     expect_close(got, reference(p, seen), tol);
   }
 }
@@ -277,11 +217,11 @@ TEST(FusedEmulation, ThreadOrderDoesNotMatter) {
     SCOPED_TRACE(c.name);
     const Problem p = problem_of(c);
     const Data d = make_data(p, c.gates, 5);
-    const Result fwd32 = run_emulated<float>(p, c.vt, d, false);
-    const Result rev32 = run_emulated<float>(p, c.vt, d, true);
+    const Result fwd32 = run_fused_emulated<float>(p, c.vt, d, false);
+    const Result rev32 = run_fused_emulated<float>(p, c.vt, d, true);
     expect_close(rev32, fwd32, 0);
-    const Result fwd16 = run_emulated<bf16>(p, c.vt, d, false);
-    const Result rev16 = run_emulated<bf16>(p, c.vt, d, true);
+    const Result fwd16 = run_fused_emulated<bf16>(p, c.vt, d, false);
+    const Result rev16 = run_fused_emulated<bf16>(p, c.vt, d, true);
     expect_close(rev16, fwd16, 0);
   }
 }
@@ -294,7 +234,7 @@ TEST(FusedEmulation, EveryTileWidthGivesTheSameGradients) {
   const Result ref = reference(p, d);
   for (int64_t vt : {16, 32, 64}) {
     SCOPED_TRACE(vt);
-    expect_close(run_emulated<double>(p, vt, d, false), ref, 1e-10);
+    expect_close(run_fused_emulated<double>(p, vt, d, false), ref, 1e-10);
   }
 }
 

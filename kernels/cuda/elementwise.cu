@@ -197,8 +197,8 @@ INST_FLOAT(fp16)
   template void fill<T>(T*, int64_t, double, void*);                                     \
   template void random_int<T>(T*, int64_t, uint64_t, uint64_t, int64_t, int64_t, void*); \
   INST_COPY(T, float)                                                                    \
-  INST_COPY(T, double) INST_COPY(T, bf16) INST_COPY(T, fp16) INST_COPY(T, int32_t)       \
-      INST_COPY(T, int64_t)
+  INST_COPY(T, double)                                                                   \
+  INST_COPY(T, bf16) INST_COPY(T, fp16) INST_COPY(T, int32_t) INST_COPY(T, int64_t)
 INST_ALL(float)
 INST_ALL(double)
 INST_ALL(bf16)

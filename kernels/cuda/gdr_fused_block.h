@@ -104,6 +104,35 @@ GDN_HD void chunk_gates(int tid, int C, const A* gl, A* G, A* gamma, A* e) {
   e[tid] = hd_exp(acc - Gr);
 }
 
+// gl = g and beta of the chunk at t0 for value head hv (zero past T).
+template <typename T, typename A>
+GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T* beta, int64_t b,
+                       int64_t hv, int64_t t0, A* gl, A* beta_out) {
+  for (int r = tid; r < int(d.C); r += threads) {
+    const bool real = t0 + r < d.T;
+    gl[r] = real ? to_acc(g[d.gate(b, t0 + r, hv)]) : A(0);
+    beta_out[r] = real ? to_acc(beta[d.gate(b, t0 + r, hv)]) : A(0);
+  }
+}
+
+// [k; q] k^T (2C x C x K) -> kkg = KK o Gam (strictly lower), P = QK o Gam (lower), with
+// Gam_ij = exp(G_i - G_j). M = diag(beta) kkg is read through an accessor, so the forward and
+// the backward's recompute form the same A, bit for bit.
+template <typename A, class Path, class Exec>
+GDN_HD void key_products(const Exec& ex, int C, int K, const A* kq, const A* G, A* kkg, A* p) {
+  cuda::block_gemm<A>(
+      Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
+      [=](int l, int j) { return kq[j * K + l]; },
+      [=](int i, int j, A acc) {
+        if (i < C) {
+          kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
+        } else {
+          const int r = i - C;
+          p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
+        }
+      });
+}
+
 // A = (I + M)^-1 into a (C x C, unit lower; its blocks above the diagonal must already be zero),
 // M strictly lower given by m(i, j). Diagonal 16 x 16 blocks by forward substitution, one thread
 // per column (A_rl = -M_rl - sum_{l<j<r} M_rj A_jl); then block row I from (I + M) A = I:
@@ -151,7 +180,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
   const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
   const int64_t v0 = (block % d.NVT) * d.vt;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  A *S = sm + L.S, *kq = sm + L.kq, *m = sm + L.m, *p = sm + L.p, *a = sm + L.a;
+  A *S = sm + L.S, *kq = sm + L.kq, *kkg = sm + L.kkg, *p = sm + L.p, *a = sm + L.a;
   A *tinv = sm + L.tinv, *y = sm + L.y, *og = sm + L.og, *vn = sm + L.vn, *gl = sm + L.gl;
   A *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
 
@@ -170,29 +199,14 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
       }
       load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
       load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, y);
-      for (int r = tid; r < C; r += ex.threads) {
-        const bool real = t0 + r < d.T;
-        gl[r] = real ? to_acc(args.g[d.gate(b, t0 + r, hv)]) : A(0);
-        beta[r] = real ? to_acc(args.beta[d.gate(b, t0 + r, hv)]) : A(0);
-      }
+      load_gates(tid, ex.threads, d, args.g, args.beta, b, hv, t0, gl, beta);
     }
     ex.sync();
     GDN_EACH_THREAD(ex, tid) {
       chunk_gates(tid, C, gl, G, gamma, e);
     }
     ex.sync();
-    // [k; q] k^T -> M = beta KK o Gam (strictly lower), P = QK o Gam (lower)
-    cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
-        [=](int l, int j) { return kq[j * K + l]; },
-        [=](int i, int j, A acc) {
-          if (i < C) {
-            m[i * C + j] = j < i ? beta[i] * acc * hd_exp(G[i] - G[j]) : A(0);
-          } else {
-            const int r = i - C;
-            p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
-          }
-        });
+    key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S
     cuda::block_gemm<A>(
         Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
@@ -206,7 +220,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
         });
     ex.sync();
     invert_unit_lower(
-        ex, C, [=](int i, int j) { return m[i * C + j]; }, a, tinv);
+        ex, C, [=](int i, int j) { return beta[i] * kkg[i * C + j]; }, a, tinv);
     // Vn = A Y
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
@@ -272,11 +286,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
       load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
       load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, yr);
       load_value_tile(tid, ex.threads, d, args.d_o, b, hv, t0, v0, dO);
-      for (int r = tid; r < C; r += ex.threads) {
-        const bool real = r < rows;
-        gl[r] = real ? to_acc(args.g[d.gate(b, t0 + r, hv)]) : A(0);
-        beta[r] = real ? to_acc(args.beta[d.gate(b, t0 + r, hv)]) : A(0);
-      }
+      load_gates(tid, ex.threads, d, args.g, args.beta, b, hv, t0, gl, beta);
     }
     ex.sync();
     GDN_EACH_THREAD(ex, tid) {
@@ -286,18 +296,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
       red[tid] = acc;
     }
     ex.sync();
-    // [k; q] k^T -> KK o Gam (strictly lower), P = QK o Gam (lower)
-    cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
-        [=](int l, int j) { return kq[j * K + l]; },
-        [=](int i, int j, A acc) {
-          if (i < C) {
-            kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
-          } else {
-            const int r = i - C;
-            p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
-          }
-        });
+    key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> gamma K S, Yr = v - gamma K S (over v), gamma Q S o dO
     cuda::block_gemm<A>(
         Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },

@@ -5,8 +5,8 @@
 // as plain C++, so the CPU tests check it and the emulator uses it (tests/test_fused_emulation).
 //
 // Shared memory, in accumulator elements (C the chunk, K the key dim, vt the V tile):
-//   forward:  S (K x vt), [k; scale q] (2C x K), M, P, A (C x C), the inversion's 16 x C block
-//             row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
+//   forward:  S (K x vt), [k; scale q] (2C x K), KK o Gam, P, A (C x C), the inversion's
+//             16 x C block row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
 //   backward: S, dS (K x vt), [k; scale q], KK o Gam, P, A, dP o Gam, X (the gate term), dA
 //             (C x C), Yr, gamma K S, dVn, dO, K dS' (then Z), Vn (C x vt), nine C-vectors,
 //             one partial sum per thread.
@@ -39,19 +39,25 @@ inline Dims dims_of(const Problem& p, int64_t vt) {
               p.group(), vt,  p.V / vt, p.scale};
 }
 
+// Hands out consecutive offsets, each rounded up to a multiple of 16 elements.
+struct OffsetCarver {
+  int64_t at = 0;
+  GDN_HD int64_t take(int64_t n) {
+    const int64_t o = at;
+    at += (n + 15) / 16 * 16;
+    return o;
+  }
+};
+
 // Offsets (accumulator elements, multiples of 16) of the forward kernel's shared buffers.
 struct ForwardLayout {
-  int64_t S, kq, m, p, a, tinv, y, og, vn, gl, G, gamma, e, beta, total;
+  int64_t S, kq, kkg, p, a, tinv, y, og, vn, gl, G, gamma, e, beta, total;
   GDN_HD ForwardLayout(int64_t C, int64_t K, int64_t vt) {
-    int64_t at = 0;
-    auto take = [&](int64_t n) {
-      const int64_t o = at;
-      at += (n + 15) / 16 * 16;
-      return o;
-    };
+    OffsetCarver c;
+    auto take = [&](int64_t n) { return c.take(n); };
     S = take(K * vt);
     kq = take(2 * C * K);
-    m = take(C * C);
+    kkg = take(C * C);
     p = take(C * C);
     a = take(C * C);
     tinv = take(16 * C);
@@ -63,7 +69,7 @@ struct ForwardLayout {
     gamma = take(C);
     e = take(C);
     beta = take(C);
-    total = at;
+    total = c.at;
   }
 };
 
@@ -73,12 +79,8 @@ struct BackwardLayout {
   int64_t S, dS, kq, kkg, p, a, dpg, xg, da, yr, ksg, qd, dO, kd, vn;
   int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, total;
   GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads) {
-    int64_t at = 0;
-    auto take = [&](int64_t n) {
-      const int64_t o = at;
-      at += (n + 15) / 16 * 16;
-      return o;
-    };
+    OffsetCarver c;
+    auto take = [&](int64_t n) { return c.take(n); };
     S = take(K * vt);
     dS = take(K * vt);
     kq = take(2 * C * K);
@@ -105,7 +107,7 @@ struct BackwardLayout {
     zk = take(C);
     red = take(threads);
     consts = take(2);
-    total = at;
+    total = c.at;
   }
 };
 
