@@ -15,7 +15,10 @@
 //   Simt: one thread per output element, the dot product summed in index order (fp32 or fp64).
 //   Mma:  bf16 tensor cores (mma.sync.m16n8k16, fp32 accumulation): operands are rounded to
 //         bf16 (round to nearest even) when loaded into fragments; one warp per 16 x 8 tile.
-// M, N and K are multiples of 16 (8 for N) on the Mma path.
+// M, N and K are multiples of 16 (8 for N) on the Mma path. An optional span functor
+// span(i_lo, i_hi, j_lo, j_hi) -> KSpan bounds the contraction a block of outputs needs (rows
+// i_lo..i_hi, columns j_lo..j_hi inclusive: a 16 x 8 tile, or one element on Simt) where the
+// operands are known zero outside it (triangular factors); an empty span gives acc = 0.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -85,16 +88,27 @@ GDN_HD double hd_exp(double x) {
 struct Simt {};
 struct Mma {};
 
+// A contraction range [begin, end).
+struct KSpan {
+  int begin, end;
+};
+// The whole contraction.
+struct FullSpan {
+  int K;
+  GDN_HD KSpan operator()(int, int, int, int) const { return KSpan{0, K}; }
+};
+
 // ---- the Simt path --------------------------------------------------------------------------
 
-template <typename Acc, class Exec, class Aop, class Bop, class Epi>
+template <typename Acc, class Exec, class Aop, class Bop, class Epi, class Span>
 GDN_HD void block_gemm(Simt, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
-                       const Epi& epi) {
+                       const Epi& epi, const Span& span) {
   GDN_EACH_THREAD(ex, tid) {
     for (int idx = tid; idx < M * N; idx += ex.threads) {
       const int i = idx / N, j = idx % N;
+      const KSpan s = span(i, i, j, j);
       Acc acc = 0;
-      for (int l = 0; l < K; ++l) acc += a(i, l) * b(l, j);
+      for (int l = s.begin < 0 ? 0 : s.begin; l < s.end && l < K; ++l) acc += a(i, l) * b(l, j);
       epi(i, j, acc);
     }
   }
@@ -178,14 +192,16 @@ __device__ __forceinline__ void mma_m16n8k16(const uint32_t (&a)[4], const uint3
 }
 #endif
 
-// One 16 x 8 output tile at (i0, j0), by one warp.
+// One 16 x 8 output tile at (i0, j0), by one warp, over the contraction [k_begin, k_end)
+// (multiples of 16).
 template <class Aop, class Bop, class Epi>
-GDN_HD void warp_tile(int i0, int j0, int K, const Aop& a, const Bop& b, const Epi& epi) {
+GDN_HD void warp_tile(int i0, int j0, int k_begin, int k_end, const Aop& a, const Bop& b,
+                      const Epi& epi) {
 #if defined(__CUDA_ARCH__)
   const int lane = int(threadIdx.x & 31);
   float d[4] = {0, 0, 0, 0};
 #if __CUDA_ARCH__ >= 800
-  for (int k0 = 0; k0 < K; k0 += 16) {
+  for (int k0 = k_begin; k0 < k_end; k0 += 16) {
     uint32_t wa[4], wb[2];
     load_a_fragment(lane, a, i0, k0, wa);
     load_b_fragment(lane, b, k0, j0, wb);
@@ -193,14 +209,14 @@ GDN_HD void warp_tile(int i0, int j0, int K, const Aop& a, const Bop& b, const E
   }
 #else  // no bf16 tensor cores: the same products, lane by lane, from the same rounded operands
   for (int e = 0; e < 4; ++e)
-    for (int l = 0; l < K; ++l)
+    for (int l = k_begin; l < k_end; ++l)
       d[e] += bf16_lo(pack_bf16x2(float(a(i0 + acc_row(lane, e), l)), 0.f)) *
               bf16_lo(pack_bf16x2(float(b(l, j0 + acc_col(lane, e))), 0.f));
 #endif
   for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + acc_col(lane, e), d[e]);
 #else
   float d[32][4] = {};
-  for (int k0 = 0; k0 < K; k0 += 16) {
+  for (int k0 = k_begin; k0 < k_end; k0 += 16) {
     uint32_t wa[32][4], wb[32][2];
     for (int lane = 0; lane < 32; ++lane) {
       load_a_fragment(lane, a, i0, k0, wa[lane]);
@@ -213,14 +229,26 @@ GDN_HD void warp_tile(int i0, int j0, int K, const Aop& a, const Bop& b, const E
 #endif
 }
 
-template <typename Acc, class Exec, class Aop, class Bop, class Epi>
+template <typename Acc, class Exec, class Aop, class Bop, class Epi, class Span>
 GDN_HD void block_gemm(Mma, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
-                       const Epi& epi) {
+                       const Epi& epi, const Span& span) {
   const int tiles_n = N / 8, tiles = (M / 16) * tiles_n;
   GDN_EACH_WARP(ex, warp) {
-    for (int tile = warp; tile < tiles; tile += ex.warps())
-      warp_tile((tile / tiles_n) * 16, (tile % tiles_n) * 8, K, a, b, epi);
+    for (int tile = warp; tile < tiles; tile += ex.warps()) {
+      const int i0 = (tile / tiles_n) * 16, j0 = (tile % tiles_n) * 8;
+      const KSpan s = span(i0, i0 + 15, j0, j0 + 7);
+      const int begin = s.begin < 0 ? 0 : s.begin / 16 * 16;  // whole k-steps
+      const int end = s.end > K ? K : (s.end + 15) / 16 * 16;
+      warp_tile(i0, j0, begin, end < begin ? begin : end, a, b, epi);
+    }
   }
+}
+
+// Without a span: the whole contraction.
+template <typename Acc, class PathT, class Exec, class Aop, class Bop, class Epi>
+GDN_HD void block_gemm(PathT path, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
+                       const Epi& epi) {
+  block_gemm<Acc>(path, ex, M, N, K, a, b, epi, FullSpan{K});
 }
 
 // The path for an input type: tensor cores for bf16, exact fp32 / fp64 arithmetic otherwise.

@@ -30,6 +30,29 @@ namespace gdn::gdr::fused {
 
 using cuda::BlockExec;
 using cuda::hd_exp;
+using cuda::KSpan;
+
+// Contraction spans of products with a triangular factor (block_exec.h): the terms outside are
+// zero, so they are not computed.
+struct LowerA {  // a(i, l) = X[i][l], X lower triangular: l <= i
+  GDN_HD KSpan operator()(int, int i_hi, int, int) const { return KSpan{0, i_hi + 1}; }
+};
+struct LowerAT {  // a(i, l) = X[l][i], X lower triangular (C x C): l >= i
+  int C;
+  GDN_HD KSpan operator()(int i_lo, int, int, int) const { return KSpan{i_lo, C}; }
+};
+struct LowerBT {  // b(l, j) = X[j][l], X lower triangular: l <= j
+  GDN_HD KSpan operator()(int, int, int, int j_hi) const { return KSpan{0, j_hi + 1}; }
+};
+// Outputs only needed on and below the diagonal (strictly below when `strict`): blocks wholly
+// above it get an empty contraction; the others [begin, end).
+struct LowerOutput {
+  int begin, end;
+  bool strict;
+  GDN_HD KSpan operator()(int, int i_hi, int j_lo, int) const {
+    return (strict ? j_lo >= i_hi : j_lo > i_hi) ? KSpan{0, 0} : KSpan{begin, end};
+  }
+};
 
 template <typename T>
 struct ForwardArgs {
@@ -130,6 +153,10 @@ GDN_HD void key_products(const Exec& ex, int C, int K, const A* kq, const A* G, 
           const int r = i - C;
           p[r * C + j] = j <= r ? acc * hd_exp(G[r] - G[j]) : A(0);
         }
+      },
+      [=](int i_lo, int i_hi, int j_lo, int) {  // rows < C: KK below the diagonal; else QK on it
+        const bool dead = i_lo < C ? j_lo >= i_hi : j_lo > i_hi - C;
+        return dead ? KSpan{0, 0} : KSpan{0, K};
       });
 }
 
@@ -225,7 +252,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
         [=](int l, int j) { return y[l * VT + j]; },
-        [=](int i, int j, A acc) { vn[i * VT + j] = acc; });
+        [=](int i, int j, A acc) { vn[i * VT + j] = acc; }, LowerA{});
     ex.sync();
     // O = gamma Q S + P Vn (to global);  S' = gamma_C S + K^T diag(e) Vn
     const int64_t rows = d.T - t0 < d.C ? d.T - t0 : d.C;
@@ -235,7 +262,8 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
         [=](int l, int j) { return vn[l * VT + j]; },
         [=](int i, int j, A acc) {
           if (i < rows) o[d.vo(b, t0 + i, hv) + v0 + j] = from_acc<T>(og[i * VT + j] + acc);
-        });
+        },
+        LowerA{});
     const A gamma_c = gamma[C - 1];
     cuda::block_gemm<A>(
         Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * kq[l * K + i]; },
@@ -331,7 +359,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
         [=](int l, int j) { return beta[l] * yr[l * VT + j]; },
-        [=](int i, int j, A acc) { vn[i * VT + j] = acc; });
+        [=](int i, int j, A acc) { vn[i * VT + j] = acc; }, LowerA{});
     GDN_EACH_THREAD(ex, tid) {
       if (tid < C) {
         A acc = 0;
@@ -344,14 +372,15 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return p[l * C + i]; },
         [=](int l, int j) { return dO[l * VT + j]; },
-        [=](int i, int j, A acc) { qd[i * VT + j] = acc + e[i] * kd[i * VT + j]; });
+        [=](int i, int j, A acc) { qd[i * VT + j] = acc + e[i] * kd[i * VT + j]; }, LowerAT{C});
     cuda::block_gemm<A>(
         Path{}, ex, C, C, VT, [=](int i, int l) { return dO[i * VT + l]; },
         [=](int l, int j) { return vn[j * VT + l]; },
         [=](int i, int j, A acc) {
           dpg[i * C + j] = j <= i ? acc * hd_exp(G[i] - G[j]) : A(0);
           xg[i * C + j] = j < i ? acc * p[i * C + j] : A(0);
-        });
+        },
+        LowerOutput{0, VT, false});
     GDN_EACH_THREAD(ex, tid) {
       if (tid < C) {
         A acc = 0;
@@ -364,7 +393,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return a[l * C + i]; },
         [=](int l, int j) { return qd[l * VT + j]; },
-        [=](int i, int j, A acc) { kd[i * VT + j] = acc; });
+        [=](int i, int j, A acc) { kd[i * VT + j] = acc; }, LowerAT{C});
     cuda::block_gemm<A>(
         Path{}, ex, C, C, VT, [=](int i, int l) { return qd[i * VT + l]; },
         [=](int l, int j) { return beta[j] * yr[j * VT + l]; },
@@ -389,7 +418,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     cuda::block_gemm<A>(
         Path{}, ex, C, C, C, [=](int i, int l) { return da[i * C + l]; },
         [=](int l, int j) { return a[j * C + l]; },
-        [=](int i, int j, A acc) { p[i * C + j] = acc; });
+        [=](int i, int j, A acc) { p[i * C + j] = acc; }, LowerBT{});
     GDN_EACH_THREAD(ex, tid) {
       for (int x = tid; x < C * VT; x += ex.threads) {
         const int i = x / VT;
@@ -415,6 +444,9 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
           const A dm = j < i ? -acc : A(0);
           da[i * C + j] = dm;
           xg[i * C + j] += dm * beta[i] * kkg[i * C + j];
+        },
+        [=](int i_lo, int i_hi, int j_lo, int) {  // A^T: l >= i; only below the diagonal
+          return j_lo >= i_hi ? KSpan{0, 0} : KSpan{i_lo, C};
         });
     ex.sync();
     // Bsym = Bm + Bm^T (over p);  dbeta, dg (partial)
