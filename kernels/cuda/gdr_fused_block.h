@@ -16,8 +16,9 @@
 //   dG_i  = rowsum(dO o gamma Q S)_i - s_i - beta_i rowsum(Z o gamma K S)_i
 //           + rowsum(X)_i - colsum(X)_i (+ sum(s) + gamma_C <S, dS'> at i = C),
 //         X = dP o P + dM o M (strictly lower), s_i = e_i rowsum(K dS' o Vn)_i.
-// Everything but dV is a sum over the V tiles of what each tile computes from its columns, so a
-// block writes partial dq, dk, dg, dbeta, summed afterwards in a fixed order (reduce_partials).
+// Everything but dV and dh0 (per tile) is a sum over the V tiles of what each tile computes from
+// its columns, so a block writes partial dq, dk, dg, dbeta, summed afterwards in a fixed order
+// (reduce_partials).
 // Q is stored scaled (scale q), so dq = scale dQ.
 #pragma once
 #include <cstdint>
