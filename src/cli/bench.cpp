@@ -15,6 +15,9 @@
 #include "src/cli/commands.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gdr_cuda.h"
+#endif
 
 namespace gdn::cli {
 
@@ -160,6 +163,23 @@ json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
   r["peak_mb"] = double(total_peak) * mb;
   r["inputs_mb"] = double(inputs_bytes) * mb;
   gdr::Problem p = ops::gdr_problem(q, k, v, g, beta, opt, Tensor());
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda() && p.impl == gdr::Impl::fused) {
+    // Where the fused plan does not fit this GPU, the chunked kernels ran: say so in the row.
+    const int64_t acc_bytes = c.dtype == DType::float64 ? 8 : 4;
+    for (bool backward : {false, true}) {
+      if (backward && !fwd_bwd) continue;
+      const std::string why = gdr::cuda_fused_fallback(p, backward, acc_bytes);
+      if (!why.empty()) r[backward ? "fallback_bwd" : "fallback_fwd"] = "chunked: " + why;
+    }
+    if (r.contains("fallback_fwd") || r.contains("fallback_bwd")) {
+      std::fprintf(stderr, "gdn bench: fused ran as chunked on this GPU (%s)\n",
+                   std::string(r.value("fallback_fwd", r.value("fallback_bwd", ""))).c_str());
+    } else {
+      r["fused_vt"] = gdr::cuda_fused_plan(p, fwd_bwd, acc_bytes).vt;
+    }
+  }
+#endif
   const double flops = gdr::forward_flops(p) + (fwd_bwd ? gdr::backward_flops(p) : 0.0);
   r["gflops"] = flops / (t.median_ms * 1e-3) * 1e-9;
   if (peak.gflops > 0) {
