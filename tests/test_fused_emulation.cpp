@@ -57,32 +57,48 @@ TEST(MmaFragments, LoadEmulateStoreIsTheProductOfRoundedOperands) {
 }
 
 TEST(MmaFragments, BlockGemmCoversEveryOutputOnce) {
-  // 48 x 24 x 32 through the warp tiles of an 8-warp block, forward and reversed warp order.
-  const int M = 48, N = 24, K = 32;
-  std::vector<float> a(M * K), b(K * N);
-  std::mt19937 rng(4);
-  std::normal_distribution<float> n01(0, 1);
-  for (auto& x : a) x = n01(rng);
-  for (auto& x : b) x = n01(rng);
-  for (bool reversed : {false, true}) {
-    std::vector<int> hits(M * N, 0);
-    std::vector<float> c(M * N, 0);
-    cuda::block_gemm<float>(
-        cuda::Mma{}, cuda::BlockExec::host(256, reversed), M, N, K,
-        [&](int i, int l) { return a[i * K + l]; }, [&](int l, int j) { return b[l * N + j]; },
-        [&](int i, int j, float acc) {
-          hits[i * N + j]++;
-          c[i * N + j] = acc;
-        });
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        ASSERT_EQ(hits[i * N + j], 1) << i << "," << j;
-        double want = 0;
-        for (int l = 0; l < K; ++l)
-          want += double(float(bf16(a[i * K + l]))) * double(float(bf16(b[l * N + j])));
-        EXPECT_NEAR(c[i * N + j], want, 1e-5 * (1 + std::abs(want)));
+  // Through the warp strips of an 8-warp block (1, 2 and 4 tiles wide), forward and reversed
+  // warp order, with and without a contraction span.
+  struct Dims3 {
+    int M, N, K;
+  };
+  for (const Dims3 s : {Dims3{48, 24, 32}, Dims3{32, 64, 32}, Dims3{64, 64, 16}}) {
+    const int M = s.M, N = s.N, K = s.K;
+    std::vector<float> a(M * K), b(K * N);
+    std::mt19937 rng(4);
+    std::normal_distribution<float> n01(0, 1);
+    for (auto& x : a) x = n01(rng);
+    for (auto& x : b) x = n01(rng);
+    for (bool reversed : {false, true})
+      for (bool half : {false, true}) {
+        // half: a zero from K/2 on, and a span that says so (computed up to whole k-steps)
+        const int kend = half ? K / 2 : K;
+        std::vector<int> hits(M * N, 0);
+        std::vector<float> c(M * N, 0);
+        cuda::block_gemm<float>(
+            cuda::Mma{}, cuda::BlockExec::host(256, reversed), M, N, K,
+            [&](int i, int l) { return l < kend ? a[i * K + l] : 0.f; },
+            [&](int l, int j) { return b[l * N + j]; },
+            [&](int i, int j, float acc) {
+              hits[i * N + j]++;
+              c[i * N + j] = acc;
+            },
+            [&](int, int, int, int) {
+              return cuda::KSpan{0, kend};
+            });
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) {
+            ASSERT_EQ(hits[i * N + j], 1) << M << "x" << N << " at " << i << "," << j;
+            double want = 0;
+            for (int l = 0; l < kend; ++l)
+              want += double(float(bf16(a[i * K + l]))) * double(float(bf16(b[l * N + j])));
+            EXPECT_NEAR(c[i * N + j], want, 1e-5 * (1 + std::abs(want)));
+          }
       }
   }
+  EXPECT_EQ(cuda::strip_tiles(48, 24, 8), 1);
+  EXPECT_EQ(cuda::strip_tiles(32, 64, 8), 2);
+  EXPECT_EQ(cuda::strip_tiles(64, 64, 8), 4);
 }
 
 // ---- the plan ---------------------------------------------------------------------------------

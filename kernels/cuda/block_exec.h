@@ -14,7 +14,8 @@
 // accumulator type, so transposes, row scales and concatenated contractions cost no copies.
 //   Simt: one thread per output element, the dot product summed in index order (fp32 or fp64).
 //   Mma:  bf16 tensor cores (mma.sync.m16n8k16, fp32 accumulation): operands are rounded to
-//         bf16 (round to nearest even) when loaded into fragments; one warp per 16 x 8 tile.
+//         bf16 (round to nearest even) when loaded into fragments; one warp per strip of up to
+//         four 16 x 8 tiles side by side (sharing the A fragments).
 // M, N and K are multiples of 16 (8 for N) on the Mma path. An optional span functor
 // span(i_lo, i_hi, j_lo, j_hi) -> KSpan bounds the contraction a block of outputs needs (rows
 // i_lo..i_hi, columns j_lo..j_hi inclusive: a 16 x 8 tile, or one element on Simt) where the
@@ -192,54 +193,79 @@ __device__ __forceinline__ void mma_m16n8k16(const uint32_t (&a)[4], const uint3
 }
 #endif
 
-// One 16 x 8 output tile at (i0, j0), by one warp, over the contraction [k_begin, k_end)
-// (multiples of 16).
-template <class Aop, class Bop, class Epi>
-GDN_HD void warp_tile(int i0, int j0, int k_begin, int k_end, const Aop& a, const Bop& b,
-                      const Epi& epi) {
+// One strip of NS 16 x 8 output tiles at (i0, j0 + 8 s), by one warp, over the contraction
+// [k_begin, k_end) (multiples of 16): each A fragment is loaded once for the NS products.
+template <int NS, class Aop, class Bop, class Epi>
+GDN_HD void warp_strip(int i0, int j0, int k_begin, int k_end, const Aop& a, const Bop& b,
+                       const Epi& epi) {
 #if defined(__CUDA_ARCH__)
   const int lane = int(threadIdx.x & 31);
-  float d[4] = {0, 0, 0, 0};
+  float d[NS][4] = {};
 #if __CUDA_ARCH__ >= 800
   for (int k0 = k_begin; k0 < k_end; k0 += 16) {
-    uint32_t wa[4], wb[2];
+    uint32_t wa[4];
     load_a_fragment(lane, a, i0, k0, wa);
-    load_b_fragment(lane, b, k0, j0, wb);
-    mma_m16n8k16(wa, wb, d);
+#pragma unroll
+    for (int s = 0; s < NS; ++s) {
+      uint32_t wb[2];
+      load_b_fragment(lane, b, k0, j0 + 8 * s, wb);
+      mma_m16n8k16(wa, wb, d[s]);
+    }
   }
 #else  // no bf16 tensor cores: the same products, lane by lane, from the same rounded operands
-  for (int e = 0; e < 4; ++e)
-    for (int l = k_begin; l < k_end; ++l)
-      d[e] += bf16_lo(pack_bf16x2(float(a(i0 + acc_row(lane, e), l)), 0.f)) *
-              bf16_lo(pack_bf16x2(float(b(l, j0 + acc_col(lane, e))), 0.f));
+  for (int s = 0; s < NS; ++s)
+    for (int e = 0; e < 4; ++e)
+      for (int l = k_begin; l < k_end; ++l)
+        d[s][e] += bf16_lo(pack_bf16x2(float(a(i0 + acc_row(lane, e), l)), 0.f)) *
+                   bf16_lo(pack_bf16x2(float(b(l, j0 + 8 * s + acc_col(lane, e))), 0.f));
 #endif
-  for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + acc_col(lane, e), d[e]);
+#pragma unroll
+  for (int s = 0; s < NS; ++s)
+    for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + 8 * s + acc_col(lane, e), d[s][e]);
 #else
-  float d[32][4] = {};
+  float d[NS][32][4] = {};
   for (int k0 = k_begin; k0 < k_end; k0 += 16) {
     uint32_t wa[32][4], wb[32][2];
-    for (int lane = 0; lane < 32; ++lane) {
-      load_a_fragment(lane, a, i0, k0, wa[lane]);
-      load_b_fragment(lane, b, k0, j0, wb[lane]);
+    for (int lane = 0; lane < 32; ++lane) load_a_fragment(lane, a, i0, k0, wa[lane]);
+    for (int s = 0; s < NS; ++s) {
+      for (int lane = 0; lane < 32; ++lane) load_b_fragment(lane, b, k0, j0 + 8 * s, wb[lane]);
+      emulate_mma_m16n8k16(wa, wb, d[s]);
     }
-    emulate_mma_m16n8k16(wa, wb, d);
   }
-  for (int lane = 0; lane < 32; ++lane)
-    for (int e = 0; e < 4; ++e) epi(i0 + acc_row(lane, e), j0 + acc_col(lane, e), d[lane][e]);
+  for (int s = 0; s < NS; ++s)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int e = 0; e < 4; ++e)
+        epi(i0 + acc_row(lane, e), j0 + 8 * s + acc_col(lane, e), d[s][lane][e]);
 #endif
+}
+
+// Tiles per warp strip: the widest of 4, 2, 1 that divides the columns' tiles and still gives
+// every warp a strip.
+GDN_HD int strip_tiles(int M, int N, int warps) {
+  for (int ns = 4; ns > 1; ns /= 2)
+    if ((N / 8) % ns == 0 && (M / 16) * (N / 8 / ns) >= warps) return ns;
+  return 1;
 }
 
 template <typename Acc, class Exec, class Aop, class Bop, class Epi, class Span>
 GDN_HD void block_gemm(Mma, const Exec& ex, int M, int N, int K, const Aop& a, const Bop& b,
                        const Epi& epi, const Span& span) {
-  const int tiles_n = N / 8, tiles = (M / 16) * tiles_n;
+  const int ns = strip_tiles(M, N, ex.warps());
+  const int strips_n = N / (8 * ns), strips = (M / 16) * strips_n;
   GDN_EACH_WARP(ex, warp) {
-    for (int tile = warp; tile < tiles; tile += ex.warps()) {
-      const int i0 = (tile / tiles_n) * 16, j0 = (tile % tiles_n) * 8;
-      const KSpan s = span(i0, i0 + 15, j0, j0 + 7);
+    for (int strip = warp; strip < strips; strip += ex.warps()) {
+      const int i0 = (strip / strips_n) * 16, j0 = (strip % strips_n) * 8 * ns;
+      const KSpan s = span(i0, i0 + 15, j0, j0 + 8 * ns - 1);
       const int begin = s.begin < 0 ? 0 : s.begin / 16 * 16;  // whole k-steps
       const int end = s.end > K ? K : (s.end + 15) / 16 * 16;
-      warp_tile(i0, j0, begin, end < begin ? begin : end, a, b, epi);
+      const int stop = end < begin ? begin : end;
+      if (ns == 4) {
+        warp_strip<4>(i0, j0, begin, stop, a, b, epi);
+      } else if (ns == 2) {
+        warp_strip<2>(i0, j0, begin, stop, a, b, epi);
+      } else {
+        warp_strip<1>(i0, j0, begin, stop, a, b, epi);
+      }
     }
   }
 }
