@@ -133,9 +133,10 @@ template <typename F>
 inline auto with_unary(Unary op, F&& f) {
   switch (op) {
     GDN_UNARY_CASE(neg)
-    GDN_UNARY_CASE(exp) GDN_UNARY_CASE(log) GDN_UNARY_CASE(sigmoid) GDN_UNARY_CASE(silu)
-        GDN_UNARY_CASE(softplus) GDN_UNARY_CASE(rsqrt) GDN_UNARY_CASE(sqrt) GDN_UNARY_CASE(square)
-            GDN_UNARY_CASE(tanh) GDN_UNARY_CASE(abs) GDN_UNARY_CASE(affine) GDN_UNARY_CASE(pow)
+    GDN_UNARY_CASE(exp)
+    GDN_UNARY_CASE(log) GDN_UNARY_CASE(sigmoid) GDN_UNARY_CASE(silu) GDN_UNARY_CASE(softplus)
+        GDN_UNARY_CASE(rsqrt) GDN_UNARY_CASE(sqrt) GDN_UNARY_CASE(square) GDN_UNARY_CASE(tanh)
+            GDN_UNARY_CASE(abs) GDN_UNARY_CASE(affine) GDN_UNARY_CASE(pow)
   }
   return f(std::integral_constant<Unary, Unary::neg>{});
 }
@@ -147,7 +148,8 @@ template <typename F>
 inline auto with_binary(Binary op, F&& f) {
   switch (op) {
     GDN_BINARY_CASE(add)
-    GDN_BINARY_CASE(sub) GDN_BINARY_CASE(mul) GDN_BINARY_CASE(div) GDN_BINARY_CASE(sigmoid_grad)
+    GDN_BINARY_CASE(sub)
+    GDN_BINARY_CASE(mul) GDN_BINARY_CASE(div) GDN_BINARY_CASE(sigmoid_grad)
         GDN_BINARY_CASE(silu_grad) GDN_BINARY_CASE(softplus_grad) GDN_BINARY_CASE(tanh_grad)
             GDN_BINARY_CASE(abs_grad) GDN_BINARY_CASE(rsqrt_grad) GDN_BINARY_CASE(sqrt_grad)
                 GDN_BINARY_CASE(pow_grad) GDN_BINARY_CASE(maximum) GDN_BINARY_CASE(minimum)

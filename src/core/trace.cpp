@@ -8,8 +8,12 @@
 namespace gdn {
 
 #if defined(GDN_WITH_CUDA)
-TraceRange::TraceRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
-TraceRange::~TraceRange() { nvtxRangePop(); }
+TraceRange::TraceRange(const std::string& name) {
+  nvtxRangePushA(name.c_str());
+}
+TraceRange::~TraceRange() {
+  nvtxRangePop();
+}
 #else
 TraceRange::TraceRange(const std::string&) {}
 TraceRange::~TraceRange() {}
