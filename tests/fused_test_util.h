@@ -34,12 +34,7 @@ Result run_fused_emulated(const Problem& p, int64_t vt, const Data& d, bool reve
   Result r;
   r.o = to_double(o);
   if (p.want_ht) r.ht = to_double(ht);
-  r.dq = to_double(dq);
-  r.dk = to_double(dk);
-  r.dv = to_double(dv);
-  r.dg = to_double(dg);
-  r.dbeta = to_double(dbeta);
-  if (p.has_h0) r.dh0 = to_double(dh0);
+  store_gradients(p, dq, dk, dv, dg, dbeta, dh0, r);
   return r;
 }
 

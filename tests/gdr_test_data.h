@@ -97,6 +97,35 @@ Data round_to(const Data& d) {
   return r;
 }
 
+// A Problem of these sizes, scale K^-1/2, no initial or final state.
+inline Problem problem_of(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V,
+                          int chunk, Impl impl) {
+  Problem p;
+  p.B = B;
+  p.T = T;
+  p.H = H;
+  p.HV = HV;
+  p.K = K;
+  p.V = V;
+  p.chunk = chunk;
+  p.scale = 1 / std::sqrt(double(K));
+  p.impl = impl;
+  return p;
+}
+
+// The gradients of a backward into r, in fp64 (dh0 only when p has h0).
+template <typename T, typename A>
+void store_gradients(const Problem& p, const std::vector<T>& dq, const std::vector<T>& dk,
+                     const std::vector<T>& dv, const std::vector<T>& dg,
+                     const std::vector<T>& dbeta, const std::vector<A>& dh0, Result& r) {
+  r.dq = to_double(dq);
+  r.dk = to_double(dk);
+  r.dv = to_double(dv);
+  r.dg = to_double(dg);
+  r.dbeta = to_double(dbeta);
+  if (p.has_h0) r.dh0 = to_double(dh0);
+}
+
 inline double rel_err(const Vec& x, const Vec& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {

@@ -97,16 +97,7 @@ struct Case {
 };
 
 Problem problem_for(const Case& c, Impl impl, Residual res, int chunk) {
-  Problem p;
-  p.B = c.B;
-  p.T = c.T;
-  p.H = c.H;
-  p.HV = c.HV;
-  p.K = c.K;
-  p.V = c.V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(c.K));
-  p.impl = impl;
+  Problem p = problem_of(c.B, c.T, c.H, c.HV, c.K, c.V, chunk, impl);
   p.residual = res;
   p.has_h0 = c.h0;
   p.want_ht = c.dht;

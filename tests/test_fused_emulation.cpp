@@ -104,17 +104,7 @@ TEST(MmaFragments, BlockGemmCoversEveryOutputOnce) {
 // ---- the plan ---------------------------------------------------------------------------------
 
 Problem shape(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
-  p.impl = Impl::fused;
-  return p;
+  return problem_of(B, T, H, HV, K, V, chunk, Impl::fused);
 }
 
 constexpr int64_t kH200Smem = 232448, kH200Sms = 132;  // opt-in bytes per block, SMs

@@ -53,12 +53,7 @@ Result run(const Problem& p, const Data& d, bool backward = true) {
                BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(),
                                bws.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
                                p.has_h0 ? dh0.data() : nullptr});
-  r.dq = to_double(dq);
-  r.dk = to_double(dk);
-  r.dv = to_double(dv);
-  r.dg = to_double(dg);
-  r.dbeta = to_double(dbeta);
-  if (p.has_h0) r.dh0 = to_double(dh0);
+  store_gradients(p, dq, dk, dv, dg, dbeta, dh0, r);
   return r;
 }
 
@@ -155,17 +150,7 @@ void check_finite_differences(Problem p,
 }
 
 Problem small(int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk, Impl impl) {
-  Problem p;
-  p.B = 1;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
-  p.impl = impl;
-  return p;
+  return problem_of(1, T, H, HV, K, V, chunk, impl);
 }
 
 TEST(GdrFiniteDifferences, RecurrentReference) {
