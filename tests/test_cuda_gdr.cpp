@@ -54,8 +54,8 @@ Result run_cuda(const Problem& p, const Data& d) {
   Tensor dht = upload(d.dht, ad);
   Tensor o = device_buffer(d.v.size(), dt), ht = device_buffer(d.h0.size(), ad);
   Tensor residual = device_buffer(residual_elems(p), ad);
-  Tensor fws = device_buffer(cuda_forward_workspace_elems(p, sizeof(A)), ad);
-  Tensor bws = device_buffer(cuda_backward_workspace_elems(p, sizeof(A)), ad);
+  Tensor fws = device_buffer(cuda_forward_workspace_elems(p, sizeof(T)), ad);
+  Tensor bws = device_buffer(cuda_backward_workspace_elems(p, sizeof(T)), ad);
   Inputs<T> in{q.data<T>(),
                k.data<T>(),
                v.data<T>(),
@@ -254,9 +254,10 @@ TEST(CudaGdrFused, SeedShapesRunFusedOnHopperClassParts) {
   for (int64_t D : {64, 128}) {
     const Case c{"seed", 4, 8192, 8, 8, D, D, false, false, Gates::realistic};
     const Problem p = problem_for(c, Impl::fused, Residual::minimal, 64);
-    for (bool backward : {false, true}) {
-      EXPECT_EQ(cuda_fused_fallback(p, backward, 4), "") << "D " << D << " bwd " << backward;
-    }
+    for (bool backward : {false, true})
+      for (int64_t in_bytes : {2, 4})
+        EXPECT_EQ(cuda_fused_fallback(p, backward, in_bytes), "")
+            << "D " << D << " bwd " << backward << " input bytes " << in_bytes;
   }
 }
 

@@ -134,6 +134,20 @@ TEST(FusedPlan, ChoosesTheTileByPredictedTime) {
   EXPECT_EQ(fused::plan(p, false, 4, kH200Smem, kH200Sms, 16).vt, 16);
 }
 
+TEST(FusedPlan, Bf16KeysInSharedMemoryWidenTheTile) {
+  // [k; scale q] kept in bf16 halves its bytes: the K = 128, C = 64 backward fits vt = 32 (one
+  // wave of 128 blocks) where fp32 inputs fit only vt = 16, and K = 256 fits at all.
+  const Problem p = shape(4, 8192, 8, 8, 128, 128, 64);
+  EXPECT_EQ(fused::plan(p, true, 4, kH200Smem, kH200Sms).vt, 16);
+  EXPECT_EQ(fused::plan(p, true, 2, kH200Smem, kH200Sms).vt, 32);
+  EXPECT_EQ(fused::smem_bytes(p, 16, true, 4) - fused::smem_bytes(p, 16, true, 2),
+            2 * 64 * 128 * 2);
+  EXPECT_FALSE(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132).ok);
+  EXPECT_TRUE(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 2, kH200Smem, 132).ok);
+  // fp64 inputs take twice the fp32 bytes.
+  EXPECT_EQ(fused::smem_bytes(p, 16, false, 8), 2 * fused::smem_bytes(p, 16, false, 4));
+}
+
 TEST(FusedPlan, SaysWhyWhenNothingFits) {
   // K = 256 with C = 64 in fp32 overflows the backward's shared memory at every width...
   const fused::Plan big = fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132);
@@ -151,18 +165,32 @@ TEST(FusedPlan, SaysWhyWhenNothingFits) {
 }
 
 TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
-  for (int64_t C : {16, 32, 64})
-    for (int64_t vt : {16, 32, 64}) {
-      const fused::ForwardLayout f(C, 128, vt);
-      const int64_t fo[] = {f.S,  f.kq, f.kkg, f.p,     f.a, f.tinv, f.y,    f.og,
-                            f.vn, f.gl, f.G,   f.gamma, f.e, f.beta, f.total};
-      const int64_t fs[] = {128 * vt, 2 * C * 128, C * C, C * C, C * C, 16 * C, C * vt,
-                            C * vt,   C * vt,      C,     C,     C,     C,      C};
-      for (int i = 0; i < 14; ++i) {
-        EXPECT_EQ(fo[i] % 16, 0);
-        EXPECT_GE(fo[i + 1], fo[i] + fs[i]) << "forward buffer " << i;
+  for (int64_t in_bytes : {2, 4})
+    for (int64_t C : {16, 32, 64})
+      for (int64_t vt : {16, 32, 64}) {
+        const int64_t kq = 2 * C * 128 * in_bytes / 4;  // [k; q] in the input type, fp32 words
+        const fused::ForwardLayout f(C, 128, vt, in_bytes);
+        const int64_t fo[] = {f.S,  f.kq, f.kkg, f.p,     f.a, f.tinv, f.y,    f.og,
+                              f.vn, f.gl, f.G,   f.gamma, f.e, f.beta, f.total};
+        const int64_t fs[] = {128 * vt, kq,     C * C, C * C, C * C, 16 * C, C * vt,
+                              C * vt,   C * vt, C,     C,     C,     C,      C};
+        for (int i = 0; i < 14; ++i) {
+          EXPECT_EQ(fo[i] % 16, 0);
+          EXPECT_GE(fo[i + 1], fo[i] + fs[i]) << "forward buffer " << i;
+        }
+        const fused::BackwardLayout b(C, 128, vt, 256, in_bytes);
+        const int64_t bo[] = {b.S,  b.dS,   b.kq,   b.kkg,  b.p,  b.a,  b.dpg, b.xg,     b.da,
+                              b.yr, b.ksg,  b.qd,   b.dO,   b.kd, b.vn, b.gl,  b.G,      b.gamma,
+                              b.e,  b.beta, b.avec, b.svec, b.zy, b.zk, b.red, b.consts, b.total};
+        const int64_t bs[] = {128 * vt, 128 * vt, kq,     C * C,  C * C,  C * C,  C * C,
+                              C * C,    C * C,    C * vt, C * vt, C * vt, C * vt, C * vt,
+                              C * vt,   C,        C,      C,      C,      C,      C,
+                              C,        C,        C,      256,    2};
+        for (int i = 0; i < 26; ++i) {
+          EXPECT_EQ(bo[i] % 16, 0);
+          EXPECT_GE(bo[i + 1], bo[i] + bs[i]) << "backward buffer " << i;
+        }
       }
-    }
 }
 
 // ---- the kernels, emulated, against the fp64 recurrent reference -------------------------------

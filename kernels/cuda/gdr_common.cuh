@@ -136,8 +136,8 @@ struct SsdBackwardLayout {
 int64_t chunked_workspace(const Problem& p, bool backward);
 int64_t recurrent_backward_workspace(const Problem& p);
 int64_t ssd_backward_workspace(const Problem& p);
-// The fused kernels' plan on the current device (gdr_fused.cu), accumulators of acc_bytes.
-fused::Plan fused_plan(const Problem& p, bool backward, int64_t acc_bytes);
+// The fused kernels' plan on the current device (gdr_fused.cu) for inputs of in_bytes.
+fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes);
 
 // Entry points; inputs were validated by gdr_dispatch.cu. The forward of `recurrent` also serves
 // `ssd` (ssd = true: no delta rule), whose backward is its own chunked kernel.

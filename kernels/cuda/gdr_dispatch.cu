@@ -32,32 +32,32 @@ void check_inputs(const Problem& p, const Inputs<T>& in) {
 
 }  // namespace
 
-Problem cuda_problem(const Problem& p, bool backward, int64_t acc_bytes) {
+Problem cuda_problem(const Problem& p, bool backward, int64_t in_bytes) {
   Problem c = p;
-  if (c.impl == Impl::fused && !cuda_detail::fused_plan(p, backward, acc_bytes).ok) {
+  if (c.impl == Impl::fused && !cuda_detail::fused_plan(p, backward, in_bytes).ok) {
     c.impl = Impl::chunked;
     c.residual = Residual::minimal;
   }
   return c;
 }
 
-fused::Plan cuda_fused_plan(const Problem& p, bool backward, int64_t acc_bytes) {
-  return cuda_detail::fused_plan(p, backward, acc_bytes);
+fused::Plan cuda_fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
+  return cuda_detail::fused_plan(p, backward, in_bytes);
 }
 
-std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t acc_bytes) {
+std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t in_bytes) {
   if (p.impl != Impl::fused) return "";
-  const fused::Plan pl = cuda_detail::fused_plan(p, backward, acc_bytes);
+  const fused::Plan pl = cuda_detail::fused_plan(p, backward, in_bytes);
   return pl.ok ? "" : pl.why;
 }
 
-int64_t cuda_forward_workspace_elems(const Problem& problem, int64_t acc_bytes) {
-  const Problem p = cuda_problem(problem, false, acc_bytes);
+int64_t cuda_forward_workspace_elems(const Problem& problem, int64_t in_bytes) {
+  const Problem p = cuda_problem(problem, false, in_bytes);
   return p.impl == Impl::chunked ? cuda_detail::chunked_workspace(p, false) : 0;
 }
 
-int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t acc_bytes) {
-  const Problem p = cuda_problem(problem, true, acc_bytes);
+int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t in_bytes) {
+  const Problem p = cuda_problem(problem, true, in_bytes);
   switch (p.impl) {
     case Impl::recurrent:
       return cuda_detail::recurrent_backward_workspace(p);
@@ -66,7 +66,7 @@ int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t acc_bytes)
     case Impl::chunked:
       return cuda_detail::chunked_workspace(p, true);
     case Impl::fused:
-      return fused::backward_workspace(p, cuda_detail::fused_plan(p, true, acc_bytes).tiles);
+      return fused::backward_workspace(p, cuda_detail::fused_plan(p, true, in_bytes).tiles);
   }
   return 0;
 }
@@ -74,14 +74,13 @@ int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t acc_bytes)
 template <typename T>
 void forward_cuda(const Problem& problem, const Inputs<T>& in, const ForwardOutputs<T>& out,
                   void* stream) {
-  constexpr int64_t acc_bytes = sizeof(acc_t<T>);
-  const Problem p = cuda_problem(problem, false, acc_bytes);
+  constexpr int64_t in_bytes = sizeof(T);
+  const Problem p = cuda_problem(problem, false, in_bytes);
   check_inputs(p, in);
   require(out.o, "o", p);
   if (p.want_ht) require(out.ht, "ht (want_ht is set)", p);
   require(out.residual, "residual", p);
-  if (cuda_forward_workspace_elems(p, acc_bytes) > 0)
-    require(out.workspace, "forward workspace", p);
+  if (cuda_forward_workspace_elems(p, in_bytes) > 0) require(out.workspace, "forward workspace", p);
   Inputs<T> args = in;
   if (!p.has_h0) args.h0 = nullptr;
   ForwardOutputs<T> outs = out;
@@ -102,12 +101,12 @@ void forward_cuda(const Problem& problem, const Inputs<T>& in, const ForwardOutp
 template <typename T>
 void backward_cuda(const Problem& problem, const Inputs<T>& in, const BackwardArgs<T>& args,
                    void* stream) {
-  constexpr int64_t acc_bytes = sizeof(acc_t<T>);
-  const Problem p = cuda_problem(problem, true, acc_bytes);
+  constexpr int64_t in_bytes = sizeof(T);
+  const Problem p = cuda_problem(problem, true, in_bytes);
   check_inputs(p, in);
   require(args.d_o, "d_o", p);
   require(args.residual, "residual", p);
-  if (cuda_backward_workspace_elems(p, acc_bytes) > 0)
+  if (cuda_backward_workspace_elems(p, in_bytes) > 0)
     require(args.workspace, "backward workspace", p);
   require(args.dq, "dq", p);
   require(args.dk, "dk", p);

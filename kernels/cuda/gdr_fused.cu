@@ -47,16 +47,16 @@ int64_t vt_override() {
 
 }  // namespace
 
-fused::Plan fused_plan(const Problem& p, bool backward, int64_t acc_bytes) {
+fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
   const DeviceLimits lim = device_limits();
-  return fused::plan(p, backward, acc_bytes, lim.smem_optin, lim.sms, vt_override());
+  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, vt_override());
 }
 
 template <typename T>
 void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                    cudaStream_t stream) {
   using A = acc_t<T>;
-  const fused::Plan pl = fused_plan(p, false, sizeof(A));
+  const fused::Plan pl = fused_plan(p, false, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) forward: " + pl.why);
   const fused::Dims d = fused::dims_of(p, pl.vt);
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
@@ -68,7 +68,7 @@ template <typename T>
 void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a,
                     cudaStream_t stream) {
   using A = acc_t<T>;
-  const fused::Plan pl = fused_plan(p, true, sizeof(A));
+  const fused::Plan pl = fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) backward: " + pl.why);
   const fused::Dims d = fused::dims_of(p, pl.vt);
   const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,

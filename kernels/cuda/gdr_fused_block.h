@@ -88,17 +88,19 @@ struct PartialLayout {
   }
 };
 
-// Loads the chunk at t0 of key head h: kq = [k; scale q] (2C x K); rows past T are zero.
-template <typename T, typename A>
+// Loads the chunk at t0 of key head h: kq = [k; scale q] (2C x K) in the input type (scale q
+// rounded once, as the tensor cores would round it); rows past T are zero.
+template <typename T>
 GDN_HD void load_keys(int tid, int threads, const Dims& d, const T* q, const T* k, int64_t b,
-                      int64_t h, int64_t t0, A* kq) {
+                      int64_t h, int64_t t0, T* kq) {
+  using A = acc_t<T>;
   const int C = int(d.C), K = int(d.K);
   for (int x = tid; x < 2 * C * K; x += threads) {
     const int r = x / K, l = x % K, row = r % C;
     const int64_t t = t0 + row;
     const T* src = r < C ? k : q;
     const A scale = r < C ? A(1) : A(d.scale);
-    kq[x] = t < d.T ? scale * to_acc(src[d.qk(b, t, h) + l]) : A(0);
+    kq[x] = from_acc<T>(t < d.T ? scale * to_acc(src[d.qk(b, t, h) + l]) : A(0));
   }
 }
 
@@ -142,11 +144,11 @@ GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T*
 // [k; q] k^T (2C x C x K) -> kkg = KK o Gam (strictly lower), P = QK o Gam (lower), with
 // Gam_ij = exp(G_i - G_j). M = diag(beta) kkg is read through an accessor, so the forward and
 // the backward's recompute form the same A, bit for bit.
-template <typename A, class Path, class Exec>
-GDN_HD void key_products(const Exec& ex, int C, int K, const A* kq, const A* G, A* kkg, A* p) {
+template <typename A, class Path, class Exec, typename KQ>
+GDN_HD void key_products(const Exec& ex, int C, int K, const KQ* kq, const A* G, A* kkg, A* p) {
   cuda::block_gemm<A>(
-      Path{}, ex, 2 * C, C, K, [=](int i, int l) { return kq[i * K + l]; },
-      [=](int l, int j) { return kq[j * K + l]; },
+      Path{}, ex, 2 * C, C, K, [=](int i, int l) { return A(kq[i * K + l]); },
+      [=](int l, int j) { return A(kq[j * K + l]); },
       [=](int i, int j, A acc) {
         if (i < C) {
           kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
@@ -204,11 +206,12 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
                           int64_t block) {
   using A = acc_t<T>;
   using Path = typename cuda::GemmPath<T>::type;
-  const ForwardLayout L(d.C, d.K, d.vt);
+  const ForwardLayout L(d.C, d.K, d.vt, sizeof(T));
   const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
   const int64_t v0 = (block % d.NVT) * d.vt;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  A *S = sm + L.S, *kq = sm + L.kq, *kkg = sm + L.kkg, *p = sm + L.p, *a = sm + L.a;
+  A *S = sm + L.S, *kkg = sm + L.kkg, *p = sm + L.p, *a = sm + L.a;
+  T* kq = reinterpret_cast<T*>(sm + L.kq);
   A *tinv = sm + L.tinv, *y = sm + L.y, *og = sm + L.og, *vn = sm + L.vn, *gl = sm + L.gl;
   A *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
 
@@ -237,7 +240,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
     key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S
     cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
         [=](int l, int j) { return S[l * VT + j]; },
         [=](int i, int j, A acc) {
           if (i < C) {
@@ -267,7 +270,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
         LowerA{});
     const A gamma_c = gamma[C - 1];
     cuda::block_gemm<A>(
-        Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * kq[l * K + i]; },
+        Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * A(kq[l * K + i]); },
         [=](int l, int j) { return vn[l * VT + j]; },
         [=](int i, int j, A acc) { S[i * VT + j] = gamma_c * S[i * VT + j] + acc; });
     ex.sync();
@@ -287,17 +290,18 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
                            int64_t block) {
   using A = acc_t<T>;
   using Path = typename cuda::GemmPath<T>::type;
-  const BackwardLayout L(d.C, d.K, d.vt, ex.threads);
+  const BackwardLayout L(d.C, d.K, d.vt, ex.threads, sizeof(T));
   const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
   const int64_t tile = block % d.NVT, v0 = tile * d.vt;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  A *S = sm + L.S, *dS = sm + L.dS, *kq = sm + L.kq, *kkg = sm + L.kkg, *p = sm + L.p;
+  A *S = sm + L.S, *dS = sm + L.dS, *kkg = sm + L.kkg, *p = sm + L.p;
   A *a = sm + L.a, *dpg = sm + L.dpg, *xg = sm + L.xg, *da = sm + L.da, *yr = sm + L.yr;
   A *ksg = sm + L.ksg, *qd = sm + L.qd, *dO = sm + L.dO, *kd = sm + L.kd, *vn = sm + L.vn;
   A *gl = sm + L.gl, *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
   A *avec = sm + L.avec, *svec = sm + L.svec, *zy = sm + L.zy, *zk = sm + L.zk;
   A *red = sm + L.red, *consts = sm + L.consts;
-  const A* qs = kq + C * K;  // scale q
+  T* kq = reinterpret_cast<T*>(sm + L.kq);
+  const T* qs = kq + C * K;  // scale q
   const PartialLayout PL(d);
   A* part = args.partial + tile * PL.per_tile;
 
@@ -328,7 +332,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> gamma K S, Yr = v - gamma K S (over v), gamma Q S o dO
     cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
         [=](int l, int j) { return S[l * VT + j]; },
         [=](int i, int j, A acc) {
           if (i < C) {
@@ -342,7 +346,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         });
     // K dS'
     cuda::block_gemm<A>(
-        Path{}, ex, C, VT, K, [=](int i, int l) { return kq[i * K + l]; },
+        Path{}, ex, C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
         [=](int l, int j) { return dS[l * VT + j]; },
         [=](int i, int j, A acc) { kd[i * VT + j] = acc; });
     GDN_EACH_THREAD(ex, tid) {
@@ -403,7 +407,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     cuda::block_gemm<A>(
         Path{}, ex, C, K, C + VT,
         [=](int i, int l) { return l < C ? dpg[i * C + l] : gamma[i] * dO[i * VT + l - C]; },
-        [=](int l, int j) { return l < C ? kq[l * K + j] : S[j * VT + l - C]; },
+        [=](int l, int j) { return l < C ? A(kq[l * K + j]) : S[j * VT + l - C]; },
         [=](int i, int j, A acc) {
           if (i < rows) dq[d.gate(b, t0 + i, hv) * d.K + j] = acc;
         });
@@ -479,8 +483,8 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
           return -beta[i] * gamma[i] * kd[i * VT + l - 2 * C - VT];
         },
         [=](int l, int j) {
-          if (l < C) return qs[l * K + j];
-          if (l < 2 * C) return kq[(l - C) * K + j];
+          if (l < C) return A(qs[l * K + j]);
+          if (l < 2 * C) return A(kq[(l - C) * K + j]);
           if (l < 2 * C + VT) return dS[j * VT + l - 2 * C];
           return S[j * VT + l - 2 * C - VT];
         },
@@ -492,7 +496,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     const A gamma_c = gamma[C - 1];
     cuda::block_gemm<A>(
         Path{}, ex, K, VT, 2 * C,
-        [=](int i, int l) { return l < C ? gamma[l] * qs[l * K + i] : kq[(l - C) * K + i]; },
+        [=](int i, int l) { return l < C ? gamma[l] * A(qs[l * K + i]) : A(kq[(l - C) * K + i]); },
         [=](int l, int j) {
           return l < C ? dO[l * VT + j] : -beta[l - C] * gamma[l - C] * kd[(l - C) * VT + j];
         },

@@ -1,8 +1,9 @@
 // The fused CUDA gated delta rule run on the CPU: every block of the grid in turn, each through
 // the very block code the GPU runs (gdr_fused_block.h) with a BlockExec that runs its threads one
 // by one, forward or reversed (a race between the threads of a phase shows as a difference
-// between the two orders). Shared memory is refilled with NaN before each block, so a read of
-// anything the block has not written poisons the result. bf16 products go through the
+// between the two orders). Shared memory is refilled with NaN before each block (a pattern that
+// is NaN as fp32 and in both bf16 halves), so a read of anything the block has not written
+// poisons the result. bf16 products go through the
 // tensor-core fragment code and an exact model of mma.sync (block_exec.h). Slow; for tests and
 // the kernel development loop, not for use.
 #pragma once
@@ -13,16 +14,22 @@
 
 namespace gdn::gdr::fused {
 
+template <typename A>
+A poison() {
+  if constexpr (sizeof(A) == 4) return bits_float(0x7fc07fc0u);  // bf16 NaN in both halves
+  return std::numeric_limits<A>::quiet_NaN();
+}
+
 template <typename T>
 void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
                      const gdr::ForwardOutputs<T>& out, bool reversed) {
   using A = acc_t<T>;
   const Dims d = dims_of(p, vt);
   const ForwardArgs<T> args{in.q, in.k, in.v, in.g, in.beta, in.h0, out.o, out.ht, out.residual};
-  std::vector<A> smem(ForwardLayout(d.C, d.K, d.vt).total);
+  std::vector<A> smem(ForwardLayout(d.C, d.K, d.vt, sizeof(T)).total);
   const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
   for (int64_t block = 0; block < d.blocks(); ++block) {
-    std::fill(smem.begin(), smem.end(), std::numeric_limits<A>::quiet_NaN());
+    std::fill(smem.begin(), smem.end(), poison<A>());
     forward_block<T>(ex, d, args, smem.data(), block);
   }
 }
@@ -35,10 +42,10 @@ void emulate_backward(const Problem& p, int64_t vt, const Inputs<T>& in,
   const Dims d = dims_of(p, vt);
   const BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
                              a.dht, a.residual, a.workspace, a.dv, a.dh0};
-  std::vector<A> smem(BackwardLayout(d.C, d.K, d.vt, kThreads).total);
+  std::vector<A> smem(BackwardLayout(d.C, d.K, d.vt, kThreads, sizeof(T)).total);
   const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
   for (int64_t block = 0; block < d.blocks(); ++block) {
-    std::fill(smem.begin(), smem.end(), std::numeric_limits<A>::quiet_NaN());
+    std::fill(smem.begin(), smem.end(), poison<A>());
     backward_block<T>(ex, d, args, smem.data(), block);
   }
   const int64_t n = d.B * d.T * (d.H * d.K + d.HV);

@@ -15,13 +15,15 @@ namespace gdn::gdr::fused {
 // The library's block code (gdr_fused_block.h).
 struct LibraryBlock {
   template <typename T, class Exec>
-  __device__ static void forward(const Exec& ex, const Dims& d, const ForwardArgs<T>& args,
-                                 acc_t<T>* sm, int64_t block) {
+  __device__ __forceinline__ static void forward(const Exec& ex, const Dims& d,
+                                                 const ForwardArgs<T>& args, acc_t<T>* sm,
+                                                 int64_t block) {
     forward_block<T>(ex, d, args, sm, block);
   }
   template <typename T, class Exec>
-  __device__ static void backward(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
-                                  acc_t<T>* sm, int64_t block) {
+  __device__ __forceinline__ static void backward(const Exec& ex, const Dims& d,
+                                                  const BackwardArgs<T>& args, acc_t<T>* sm,
+                                                  int64_t block) {
     backward_block<T>(ex, d, args, sm, block);
   }
 };

@@ -4,7 +4,8 @@
 // (which vt fits the device's shared memory, the shared-memory layout of each kernel, the grid)
 // as plain C++, so the CPU tests check it and the emulator uses it (tests/test_fused_emulation).
 //
-// Shared memory, in accumulator elements (C the chunk, K the key dim, vt the V tile):
+// Shared memory, in accumulator elements (C the chunk, K the key dim, vt the V tile); [k; scale q]
+// stays in the input type (bf16 inputs: half the bytes, and what the tensor cores read anyway):
 //   forward:  S (K x vt), [k; scale q] (2C x K), KK o Gam, P, A (C x C), the inversion's
 //             16 x C block row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
 //   backward: S, dS (K x vt), [k; scale q], KK o Gam, P, A, dP o Gam, X (the gate term), dA
@@ -39,6 +40,15 @@ inline Dims dims_of(const Problem& p, int64_t vt) {
               p.group(), vt,  p.V / vt, p.scale};
 }
 
+// Bytes of an accumulator for inputs of in_bytes (bf16 accumulates in fp32).
+GDN_HD int64_t acc_bytes_of(int64_t in_bytes) {
+  return in_bytes < 4 ? 4 : in_bytes;
+}
+// Accumulator elements that hold [k; scale q] (2C x K) in the input type.
+GDN_HD int64_t key_tile_elems(int64_t C, int64_t K, int64_t in_bytes) {
+  return 2 * C * K * in_bytes / acc_bytes_of(in_bytes);
+}
+
 // Hands out consecutive offsets, each rounded up to a multiple of 16 elements.
 struct OffsetCarver {
   int64_t at = 0;
@@ -52,11 +62,11 @@ struct OffsetCarver {
 // Offsets (accumulator elements, multiples of 16) of the forward kernel's shared buffers.
 struct ForwardLayout {
   int64_t S, kq, kkg, p, a, tinv, y, og, vn, gl, G, gamma, e, beta, total;
-  GDN_HD ForwardLayout(int64_t C, int64_t K, int64_t vt) {
+  GDN_HD ForwardLayout(int64_t C, int64_t K, int64_t vt, int64_t in_bytes) {
     OffsetCarver c;
     auto take = [&](int64_t n) { return c.take(n); };
     S = take(K * vt);
-    kq = take(2 * C * K);
+    kq = take(key_tile_elems(C, K, in_bytes));
     kkg = take(C * C);
     p = take(C * C);
     a = take(C * C);
@@ -78,12 +88,12 @@ struct ForwardLayout {
 struct BackwardLayout {
   int64_t S, dS, kq, kkg, p, a, dpg, xg, da, yr, ksg, qd, dO, kd, vn;
   int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, total;
-  GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads) {
+  GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads, int64_t in_bytes) {
     OffsetCarver c;
     auto take = [&](int64_t n) { return c.take(n); };
     S = take(K * vt);
     dS = take(K * vt);
-    kq = take(2 * C * K);
+    kq = take(key_tile_elems(C, K, in_bytes));
     kkg = take(C * C);
     p = take(C * C);
     a = take(C * C);
@@ -119,10 +129,11 @@ struct Plan {
   int threads = kThreads;
 };
 
-inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t acc_bytes) {
-  const int64_t elems = backward ? BackwardLayout(p.chunk, p.K, vt, kThreads).total
-                                 : ForwardLayout(p.chunk, p.K, vt).total;
-  return elems * acc_bytes;
+// Shared memory of a kernel for inputs of in_bytes (2 bf16, 4 fp32, 8 fp64).
+inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t in_bytes) {
+  const int64_t elems = backward ? BackwardLayout(p.chunk, p.K, vt, kThreads, in_bytes).total
+                                 : ForwardLayout(p.chunk, p.K, vt, in_bytes).total;
+  return elems * acc_bytes_of(in_bytes);
 }
 
 // Multiply-adds of one block over one chunk (C x C x K products of the keys, the vt-wide
@@ -139,8 +150,8 @@ inline double block_macs(const Problem& p, int64_t vt, bool backward) {
 // times the multiply-adds of a block (blocks sharing a multiprocessor share its throughput).
 // vt_override > 0 forces one. Unsupported sizes (K or V not a multiple of 16) and shapes that
 // fit no tile give ok = false with the reason.
-inline Plan plan(const Problem& p, bool backward, int64_t acc_bytes, int64_t smem_limit,
-                 int64_t sms, int64_t vt_override = 0) {
+inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem_limit, int64_t sms,
+                 int64_t vt_override = 0) {
   Plan pl;
   if (p.K % 16 != 0 || p.V % 16 != 0) {
     pl.why = "K and V must be multiples of 16 (K " + std::to_string(p.K) + ", V " +
@@ -151,7 +162,7 @@ inline Plan plan(const Problem& p, bool backward, int64_t acc_bytes, int64_t sme
   double best_time = 0;
   for (int64_t vt : {int64_t(64), int64_t(32), int64_t(16)}) {
     if (p.V % vt != 0 || (vt_override > 0 && vt != vt_override)) continue;
-    const int64_t bytes = smem_bytes(p, vt, backward, acc_bytes);
+    const int64_t bytes = smem_bytes(p, vt, backward, in_bytes);
     if (bytes > smem_limit) continue;
     const int64_t blocks = p.B * p.HV * (p.V / vt);
     int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
@@ -167,7 +178,7 @@ inline Plan plan(const Problem& p, bool backward, int64_t acc_bytes, int64_t sme
   if (best == 0) {
     pl.why = "no V tile fits " + std::to_string(smem_limit) + " bytes of shared memory (C " +
              std::to_string(p.chunk) + ", K " + std::to_string(p.K) + ", " +
-             std::to_string(acc_bytes * 8) + "-bit accumulators" +
+             std::to_string(in_bytes * 8) + "-bit inputs" +
              (vt_override > 0 ? ", vt " + std::to_string(vt_override) : std::string()) + ")";
     return pl;
   }
@@ -175,7 +186,7 @@ inline Plan plan(const Problem& p, bool backward, int64_t acc_bytes, int64_t sme
   pl.vt = best;
   pl.tiles = p.V / best;
   pl.blocks = p.B * p.HV * pl.tiles;
-  pl.smem_bytes = smem_bytes(p, best, backward, acc_bytes);
+  pl.smem_bytes = smem_bytes(p, best, backward, in_bytes);
   return pl;
 }
 

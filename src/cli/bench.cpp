@@ -166,17 +166,17 @@ json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
 #if defined(GDN_WITH_CUDA)
   if (dev.is_cuda() && p.impl == gdr::Impl::fused) {
     // Where the fused plan does not fit this GPU, the chunked kernels ran: say so in the row.
-    const int64_t acc_bytes = c.dtype == DType::float64 ? 8 : 4;
+    const int64_t in_bytes = dtype_size(c.dtype);
     for (bool backward : {false, true}) {
       if (backward && !fwd_bwd) continue;
-      const std::string why = gdr::cuda_fused_fallback(p, backward, acc_bytes);
+      const std::string why = gdr::cuda_fused_fallback(p, backward, in_bytes);
       if (!why.empty()) r[backward ? "fallback_bwd" : "fallback_fwd"] = "chunked: " + why;
     }
     if (r.contains("fallback_fwd") || r.contains("fallback_bwd")) {
       std::fprintf(stderr, "gdn bench: fused ran as chunked on this GPU (%s)\n",
                    std::string(r.value("fallback_fwd", r.value("fallback_bwd", ""))).c_str());
     } else {
-      r["fused_vt"] = gdr::cuda_fused_plan(p, fwd_bwd, acc_bytes).vt;
+      r["fused_vt"] = gdr::cuda_fused_plan(p, fwd_bwd, in_bytes).vt;
     }
   }
 #endif

@@ -47,22 +47,22 @@ Tensor workspace(int64_t elems, DType dtype, Device device) {
   return empty({elems}, dtype, device);
 }
 
-// Scratch the kernel of this device needs (the CUDA kernels size their own; `ad` is the
-// accumulator dtype).
-int64_t forward_workspace(const gdr::Problem& p, Device dev, DType ad) {
+// Accumulator elements of scratch the kernel of this device needs for inputs of dtype `dt` (the
+// CUDA kernels size their own).
+int64_t forward_workspace(const gdr::Problem& p, Device dev, DType dt) {
 #if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda()) return gdr::cuda_forward_workspace_elems(p, dtype_size(ad));
+  if (dev.is_cuda()) return gdr::cuda_forward_workspace_elems(p, dtype_size(dt));
 #endif
   (void)dev;
-  (void)ad;
+  (void)dt;
   return gdr::forward_workspace_elems(p);
 }
-int64_t backward_workspace(const gdr::Problem& p, Device dev, DType ad) {
+int64_t backward_workspace(const gdr::Problem& p, Device dev, DType dt) {
 #if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda()) return gdr::cuda_backward_workspace_elems(p, dtype_size(ad));
+  if (dev.is_cuda()) return gdr::cuda_backward_workspace_elems(p, dtype_size(dt));
 #endif
   (void)dev;
-  (void)ad;
+  (void)dt;
   return gdr::backward_workspace_elems(p);
 }
 
@@ -93,7 +93,7 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor ht = p_.want_ht ? empty({p_.B, p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
     Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
     {
-      Tensor ws = workspace(forward_workspace(p_, dev, ad), ad, dev);
+      Tensor ws = workspace(forward_workspace(p_, dev, q.dtype()), ad, dev);
       if (!dev.is_meta()) {
         GDN_DISPATCH_GDR(q.dtype(), {
           using A = acc_t<scalar_t>;
@@ -126,7 +126,7 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor dbeta = beta.defined() ? empty(beta.shape(), dt, dev) : Tensor();
     Tensor dh0 = h0.defined() ? empty(h0.shape(), ad, dev) : Tensor();
     {
-      Tensor ws = workspace(backward_workspace(p_, dev, ad), ad, dev);
+      Tensor ws = workspace(backward_workspace(p_, dev, dt), ad, dev);
       if (!dev.is_meta()) {
         GDN_DISPATCH_GDR(dt, {
           using A = acc_t<scalar_t>;

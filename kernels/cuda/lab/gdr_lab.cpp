@@ -281,8 +281,8 @@ int run_lab(const Args& a) {
   for (const Variant& v : variants) {
     if (v.vt > 0) setenv("GDN_FUSED_VT", std::to_string(v.vt).c_str(), 1);
     residual_max = std::max(residual_max, residual_elems(v.p));
-    workspace_max = std::max({workspace_max, cuda_forward_workspace_elems(v.p, sizeof(A)),
-                              cuda_backward_workspace_elems(v.p, sizeof(A))});
+    workspace_max = std::max({workspace_max, cuda_forward_workspace_elems(v.p, sizeof(T)),
+                              cuda_backward_workspace_elems(v.p, sizeof(T))});
     unsetenv("GDN_FUSED_VT");
   }
   lab.residual = device_alloc<A>(residual_max);
@@ -313,9 +313,9 @@ int run_lab(const Args& a) {
   for (const Variant& var : variants) {
     if (var.vt > 0) setenv("GDN_FUSED_VT", std::to_string(var.vt).c_str(), 1);
     const std::string fallback =
-        var.p.impl == Impl::fused ? cuda_fused_fallback(var.p, true, sizeof(A)) : "";
+        var.p.impl == Impl::fused ? cuda_fused_fallback(var.p, true, sizeof(T)) : "";
     const int64_t vt = var.p.impl == Impl::fused && fallback.empty()
-                           ? cuda_fused_plan(var.p, true, sizeof(A)).vt
+                           ? cuda_fused_plan(var.p, true, sizeof(T)).vt
                            : 0;
     // Correctness first: one forward + backward, every output against the reference.
     lab.forward(var);

@@ -14,13 +14,15 @@ namespace gdn::gdr::lab {
 
 struct LabBlock {
   template <typename T, class Exec>
-  __device__ static void forward(const Exec& ex, const fused::Dims& d,
-                                 const fused::ForwardArgs<T>& args, acc_t<T>* sm, int64_t block) {
+  __device__ __forceinline__ static void forward(const Exec& ex, const fused::Dims& d,
+                                                 const fused::ForwardArgs<T>& args, acc_t<T>* sm,
+                                                 int64_t block) {
     fused::forward_block<T>(ex, d, args, sm, block);
   }
   template <typename T, class Exec>
-  __device__ static void backward(const Exec& ex, const fused::Dims& d,
-                                  const fused::BackwardArgs<T>& args, acc_t<T>* sm, int64_t block) {
+  __device__ __forceinline__ static void backward(const Exec& ex, const fused::Dims& d,
+                                                  const fused::BackwardArgs<T>& args, acc_t<T>* sm,
+                                                  int64_t block) {
     fused::backward_block<T>(ex, d, args, sm, block);
   }
 };

@@ -11,7 +11,7 @@ namespace gdn::gdr::lab {
 template <typename T>
 void lab_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                  void* stream) {
-  const fused::Plan pl = cuda_detail::fused_plan(p, false, sizeof(acc_t<T>));
+  const fused::Plan pl = cuda_detail::fused_plan(p, false, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("lab forward: " + pl.why);
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
                                    in.h0, out.o, out.ht, out.residual};
@@ -21,7 +21,7 @@ void lab_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>&
 
 template <typename T>
 void lab_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* stream) {
-  const fused::Plan pl = cuda_detail::fused_plan(p, true, sizeof(acc_t<T>));
+  const fused::Plan pl = cuda_detail::fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("lab backward: " + pl.why);
   const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
                                     a.dht, a.residual, a.workspace, a.dv, a.dh0};
