@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/adamw.h"
+#include "kernels/cuda/device_util.cuh"
 
 namespace gdn::cuda {
 
@@ -39,6 +40,7 @@ void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq
   if (n == 0) return;
   adamw_kernel<T><<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       param, grad, exp_avg, exp_avg_sq, n, kern::adamw_coeffs<acc_t<T>>(step));
+  GDN_KCUDA_LAUNCHED("adamw");
 }
 
 template void adamw_step<float>(float*, const float*, float*, float*, int64_t,

@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/philox.h"
 
@@ -16,10 +17,6 @@ constexpr int kThreads = 256;
 inline unsigned grid_for(int64_t n) {
   int64_t blocks = (n + kThreads - 1) / kThreads;
   return unsigned(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
-}
-
-inline cudaStream_t as_stream(void* s) {
-  return static_cast<cudaStream_t>(s);
 }
 
 template <typename D, typename S>
@@ -120,6 +117,7 @@ void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double bet
   if (n == 0) return;
   unary_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, x, y, n, acc_t<T>(alpha),
                                                                    acc_t<T>(beta));
+  GDN_KCUDA_LAUNCHED("unary");
 }
 
 template <typename T>
@@ -129,6 +127,7 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
   if (n == 0) return;
   binary_kernel<T>
       <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, L, a, b, out, n, acc_t<T>(alpha));
+  GDN_KCUDA_LAUNCHED("binary");
 }
 
 template <typename S, typename D>
@@ -136,12 +135,14 @@ void copy_strided(const kern::CopyLayout& L, const S* src, D* dst, void* stream)
   const int64_t n = layout_numel(L.ndim, L.shape);
   if (n == 0) return;
   copy_kernel<S, D><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(L, src, dst, n);
+  GDN_KCUDA_LAUNCHED("copy");
 }
 
 template <typename T>
 void axpy(T* dst, const T* src, int64_t n, double alpha, void* stream) {
   if (n == 0) return;
   axpy_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, acc_t<T>(alpha));
+  GDN_KCUDA_LAUNCHED("axpy");
 }
 
 template <typename T>
@@ -153,6 +154,7 @@ void fill(T* p, int64_t n, double value, void* stream) {
   else
     v = static_cast<T>(value);
   fill_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, v);
+  GDN_KCUDA_LAUNCHED("fill");
 }
 
 template <typename T>
@@ -161,6 +163,7 @@ void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean,
   if (n == 0) return;
   random_kernel<T>
       <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 0, mean, std, 0, 1);
+  GDN_KCUDA_LAUNCHED("random_normal");
 }
 
 template <typename T>
@@ -169,6 +172,7 @@ void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low,
   if (n == 0) return;
   random_kernel<T>
       <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 1, low, high, 0, 1);
+  GDN_KCUDA_LAUNCHED("random_uniform");
 }
 
 template <typename T>
@@ -177,6 +181,7 @@ void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, in
   if (n == 0) return;
   random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 2, 0, 0,
                                                                     low, uint64_t(high - low));
+  GDN_KCUDA_LAUNCHED("random_int");
 }
 
 #define INST_FLOAT(T)                                                                         \

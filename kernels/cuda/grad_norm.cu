@@ -3,6 +3,7 @@
 // only on n, so the same input gives the same bits every run.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/grad_norm.h"
 
 namespace gdn::cuda {
@@ -58,6 +59,7 @@ void sum_squares(const T* x, int64_t n, double* workspace, double* out, void* st
   const int blocks = int(want < kSumSquaresWorkspace ? want : kSumSquaresWorkspace);
   if (blocks > 0) partial_sum_squares_kernel<T><<<blocks, kThreads, 0, s>>>(x, n, workspace);
   final_sum_kernel<<<1, kThreads, 0, s>>>(workspace, blocks, out);
+  GDN_KCUDA_LAUNCHED("sum_squares");
 }
 
 template void sum_squares<float>(const float*, int64_t, double*, double*, void*);

@@ -2,6 +2,7 @@
 // shared with the CPU kernel (kern::sgd_update).
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/sgd.h"
 
 namespace gdn::cuda {
@@ -40,6 +41,7 @@ void sgd_step(T* param, const T* grad, acc_t<T>* momentum_buf, int64_t n, const 
   sgd_kernel<T><<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       param, grad, buf, n, A(step.lr), A(step.momentum), A(1.0 - step.dampening),
       A(step.weight_decay), step.nesterov, step.first);
+  GDN_KCUDA_LAUNCHED("sgd");
 }
 
 template void sgd_step<float>(float*, const float*, float*, int64_t, const kern::SgdStep&, void*);
