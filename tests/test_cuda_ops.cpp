@@ -1,8 +1,9 @@
 // CUDA against CPU for the ops with CUDA kernels so far: element-wise (unary, broadcasting
 // binary, backward helpers via autograd), in-place updates, fill, random streams, casts and
-// device copies. Label `gpu`; exits 77 without a device.
+// device copies; the TF32 switch of fp32 GEMMs. Label `gpu`; exits 77 without a device.
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/gemm.h"
 #include "src/ops/ops.h"
 #include "tests/test_util.h"
 
@@ -47,6 +48,27 @@ TEST(CudaOps, ElementwiseMatchesCpu) {
     for (auto f : {ops::log, ops::sqrt, ops::rsqrt})
       EXPECT_LT(test::rel_err(f(on_cuda(pos)), f(pos)), tol) << dtype_name(dt);
   }
+}
+
+// fp32 GEMMs are true fp32 by default; allow_tf32 moves them to TF32 tensor cores: an error of
+// TF32's 10-bit products (well above fp32's, well below bf16's), and still the same bits twice.
+TEST(CudaOps, Fp32GemmIsExactUnlessTf32IsAllowed) {
+  Generator g(5);
+  Tensor a = ops::randn({96, 256}, DType::float32, Device::cpu(), &g);
+  Tensor b = ops::randn({256, 80}, DType::float32, Device::cpu(), &g);
+  const Tensor want = ops::matmul(ops::cast(a, DType::float64), ops::cast(b, DType::float64));
+  ASSERT_FALSE(cuda::allow_tf32());
+  const double exact = test::rel_err(ops::matmul(on_cuda(a), on_cuda(b)), want);
+  EXPECT_LT(exact, 1e-6);
+  cuda::set_allow_tf32(true);
+  const Tensor once = ops::matmul(on_cuda(a), on_cuda(b));
+  const Tensor twice = ops::matmul(on_cuda(a), on_cuda(b));
+  cuda::set_allow_tf32(false);
+  const double tf32 = test::rel_err(once, want);
+  EXPECT_GT(tf32, 1e-5) << "TF32 was asked for, but the product looks like true fp32";
+  EXPECT_LT(tf32, 5e-3);
+  EXPECT_EQ(test::rel_err(once, twice), 0.0);
+  EXPECT_LT(test::rel_err(ops::matmul(on_cuda(a), on_cuda(b)), want), 1e-6);
 }
 
 TEST(CudaOps, ElementwiseBackwardMatchesCpu) {

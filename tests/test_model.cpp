@@ -271,6 +271,9 @@ TEST(Config, ErrorsNameKeyAndLine) {
   EXPECT_EQ(c.train.steps, 7);
   EXPECT_EQ(c.train.betas, (std::vector<double>{0.8, 0.9}));
   EXPECT_FALSE(c.model.use_gate);
+  EXPECT_FALSE(c.train.allow_tf32);
+  EXPECT_TRUE(train::parse_run_config("train:\n  allow_tf32: true\n", "t.yaml").train.allow_tf32);
+  expect_error("train:\n  allow_tf32: maybe\n", "cfg.yaml:2: train.allow_tf32");
   // The resolved config parses back to the same values.
   auto again = train::parse_run_config(c.to_yaml(), "resolved.yaml");
   EXPECT_EQ(again.to_yaml(), c.to_yaml());

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,8 @@ cublasHandle_t handle_for(cudaStream_t stream) {
   return h;
 }
 
+std::atomic<bool> g_allow_tf32{false};
+
 inline cublasOperation_t op(bool trans) {
   return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
@@ -75,6 +78,13 @@ cudaDataType_t data_type() {
 
 }  // namespace
 
+void set_allow_tf32(bool allow) {
+  g_allow_tf32 = allow;
+}
+bool allow_tf32() {
+  return g_allow_tf32;
+}
+
 template <typename T>
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
                           const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
@@ -98,6 +108,8 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   // cuBLAS's first operand is B's buffer, its second A's (gemm_mapping.h).
   if constexpr (std::is_same_v<T, float>) {
     const float a = float(alpha), b = float(beta);
+    GDN_KCUBLAS_CHECK(
+        cublasSetMathMode(h, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     GDN_KCUBLAS_CHECK(cublasSgemmStridedBatched_64(
         h, op(c.trans_first), op(c.trans_second), c.m, c.n, c.k, &a, B, c.ld_first, stride_b, A,
         c.ld_second, stride_a, &b, C, c.ldc, stride_c, batch));

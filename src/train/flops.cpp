@@ -29,7 +29,7 @@ double train_flops_per_token(const nn::ModelConfig& c, int64_t seq_len) {
   return double(c.num_hidden_layers) * per_layer + head;
 }
 
-double device_peak_flops(const std::string& device, bool bf16) {
+double device_peak_flops(const std::string& device, bool bf16, bool tf32) {
   if (device.rfind("cpu", 0) == 0) {
     static double cpu_peak = [] {
       const int64_t n = 512;
@@ -48,13 +48,14 @@ double device_peak_flops(const std::string& device, bool bf16) {
   // Dense tensor-core peaks (no sparsity), FLOP/s; fp32 without TF32 is the CUDA-core peak.
   struct Peak {
     const char* name;
-    double bf16, fp32;
+    double bf16, tf32, fp32;
   };
-  static const Peak table[] = {{"H200", 989e12, 67e12},       {"H100", 989e12, 67e12},
-                               {"A100", 312e12, 19.5e12},     {"RTX 3090", 71e12, 35.6e12},
-                               {"RTX 4090", 165e12, 82.6e12}, {"L40S", 362e12, 91.6e12}};
+  static const Peak table[] = {
+      {"H200", 989e12, 494.7e12, 67e12},      {"H100", 989e12, 494.7e12, 67e12},
+      {"A100", 312e12, 156e12, 19.5e12},      {"RTX 3090", 71e12, 35.6e12, 35.6e12},
+      {"RTX 4090", 165e12, 82.6e12, 82.6e12}, {"L40S", 362e12, 183e12, 91.6e12}};
   for (const auto& p : table)
-    if (device.find(p.name) != std::string::npos) return bf16 ? p.bf16 : p.fp32;
+    if (device.find(p.name) != std::string::npos) return bf16 ? p.bf16 : tf32 ? p.tf32 : p.fp32;
   return 0;
 }
 

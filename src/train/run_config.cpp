@@ -48,6 +48,7 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("train.on_nonfinite", &t.on_nonfinite);
   b.bind("train.checkpointing", &t.checkpointing);
   b.bind("train.decay_embeddings", &t.decay_embeddings);
+  b.bind("train.allow_tf32", &t.allow_tf32);
   DistConfig& s = c.dist;
   b.bind("dist.backend", &s.backend);
   b.bind("dist.zero1", &s.zero1);

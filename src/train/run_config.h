@@ -49,6 +49,7 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";   // stop | skip
   std::string checkpointing = "none";  // none | block | kernel (activation recompute)
   bool decay_embeddings = true;
+  bool allow_tf32 = false;  // CUDA: fp32 GEMMs on TF32 tensor cores (faster, 10-bit products)
 };
 
 struct DistConfig {

@@ -31,6 +31,7 @@
 #include "src/train/memory_profile.h"
 #include "src/train/model_io.h"
 #if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gemm.h"
 #include "src/core/cuda/cuda_context.h"
 #endif
 
@@ -93,6 +94,9 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
       device_ = Device::cuda(launch.local_rank % cuda_device_count());
     comm_ = dist::make_communicator(cfg_.dist.backend, device_, cfg_.dist.timeout_s);
   }
+#if defined(GDN_WITH_CUDA)
+  cuda::set_allow_tf32(cfg_.train.allow_tf32);
+#endif
   const bool main_rank = rank() == 0;
   if (!main_rank) options_.quiet = true;  // rank 0 reports for the run
   if (!options_.read_only && main_rank) fs::create_directories(run_dir_);
@@ -173,7 +177,8 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
                                             ckpt.empty() ? 0 : state_.step);
   }
   flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
-  peak_flops_ = device_peak_flops(device_name(device_), compute == DType::bfloat16);
+  peak_flops_ =
+      device_peak_flops(device_name(device_), compute == DType::bfloat16, cfg_.train.allow_tf32);
   if (!options_.quiet) {
     std::fprintf(stderr,
                  "gdn: model %s parameters (%lld layers, hidden %lld, kernel %s) on %s, %s\n",
