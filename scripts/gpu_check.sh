@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks in one run, for a machine with an NVIDIA GPU: the `gpu` tests, compute-sanitizer's
-# race check on the fused kernels, the fused kernels side by side in the kernel lab, the seed
+# race check on the fused kernels, the fused kernels side by side in the kernel lab (and the causal
+# conv1d's direct kernels against cuDNN: conv_lab, conv-lab.jsonl), the seed
 # sweep (`gdn bench --device cuda --preset seed`) and, where python3 has PyTorch, the floor of a
 # straightforward PyTorch chunked implementation (scripts/torch_chunked_floor.py). Each stage has a time limit and writes
 # its log to OUT_DIR (default runs/gpu-check); summary.txt has one line per stage.
@@ -24,6 +25,18 @@ if [ -n "${BUNDLE:-}" ]; then
   export LD_LIBRARY_PATH=/tmp/gdn-bundle/lib:${LD_LIBRARY_PATH:-}
 else
   bin=${BIN:-build} tests=${BIN:-build}/tests
+fi
+# cuDNN and NCCL are linked, not bundled: where the loader does not know them (a machine whose
+# only copies come with PyTorch's wheels), the wheels' folders go on the library path.
+for lib in cudnn nccl; do
+  if ! ldconfig -p 2>/dev/null | grep -q "lib$lib\.so"; then
+    d=$(python3 -c "import nvidia.$lib as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" \
+      2>/dev/null) && [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
+  fi
+done
+# A library still missing stops every program at start: say which, once, up front.
+if missing=$(ldd "$bin/gdn" | grep "not found"); then
+  echo "gpu_check: $bin/gdn cannot load: $missing" | tee -a "$out/summary.txt" >&2
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} bin tests out
 stage() {  # name, seconds, command...
@@ -51,6 +64,16 @@ stage tests 240 run_tests
 stage racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
   '"$tests/test_cuda_gdr"' "--gtest_filter=CudaGdrFused.MatchesItsCpuEmulation*"
 lab() {
+  # The causal conv1d, direct kernels vs cuDNN (checked against the CPU, timed): one JSON line per
+  # (shape, dtype, implementation, pass) in conv-lab.jsonl; its failure fails the stage at the end.
+  local conv=0
+  if [ -x "$bin/conv_lab" ]; then
+    rm -f "$out/conv-lab.jsonl"
+    timeout 60 "$bin/conv_lab" --repeats 20 --out "$out/conv-lab.jsonl" || conv=1
+  else
+    echo "conv_lab: not in $bin (scripts/device_bundle.sh must build it)"
+    conv=1
+  fi
   for dt in bfloat16 float32; do
     for d in 64 128; do
       "$bin/gdr_lab" --B 4 --T 8192 --H 8 --K $d --V $d --dtype $dt --check first --repeats 10 \
@@ -58,10 +81,11 @@ lab() {
     done
   done
   "$bin/gdr_lab" --B 2 --T 1024 --H 4 --K 128 --V 128 --dtype bfloat16 --check cpu --repeats 3 \
-    --variants fused,chunked,recurrent,lab
+    --variants fused,chunked,recurrent,lab || return 1
+  return $conv
 }
 export -f lab
-stage lab 180 lab
+stage lab 240 lab
 stage bench 420 '"$bin/gdn"' bench --device cuda --preset seed --out '"$out/bench-seed.json"'
 stage torch 150 python3 scripts/torch_chunked_floor.py --out '"$out/torch-floor.json"'
 echo "results in $out:"

@@ -6,15 +6,27 @@
 // L2 norm, causal depthwise conv1d, and one small model-like graph. Each check builds the same
 // graph on both devices, backpropagates the same upstream gradient, and compares the output and
 // every input gradient at the dtype's tolerance; the CUDA run is repeated and must give the same
-// bits. Label `gpu`; exits 77 without a device.
+// bits. The cuDNN conv (kernels/cuda/conv_cudnn.h) also on the kernel API: y, dx, dw (together
+// and alone) against the CPU kernel in fp64 and against the direct kernel on odd shapes (t = 1,
+// t < k, c not a multiple of 8, k = 1..4), bitwise reruns, empty batches; and through the op with
+// GDN_CONV1D=cudnn, whose bad values are errors. Label `gpu`; exits 77 without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/ops/ops.h"
 #include "tests/test_util.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cpu/nn.h"
+#include "kernels/cuda/conv_cudnn.h"
+#include "kernels/cuda/nn.h"
+#include "src/core/cuda/cuda_context.h"
+#endif
 
 GDN_TEST_REQUIRES_CUDA();
 
@@ -261,6 +273,226 @@ TEST(CudaNn, CausalConv1d) {
         {random({3, 500, 40}, dt, 54), random({40, 3}, dt, 55)}, tol);
   }
 }
+
+#if defined(GDN_WITH_CUDA)
+// Sets an environment variable for a scope, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+struct ConvShape {
+  int64_t b, t, c, k;
+};
+std::string conv_label(const ConvShape& s, DType dt) {
+  return "b=" + std::to_string(s.b) + " t=" + std::to_string(s.t) + " c=" + std::to_string(s.c) +
+         " k=" + std::to_string(s.k) + " " + dtype_name(dt);
+}
+
+// Outputs of one implementation: y, then dx and dw of one backward, then dx alone and dw alone.
+struct ConvOut {
+  std::vector<double> y, dx, dw, dx_alone, dw_alone;
+};
+
+Tensor device_bytes(size_t bytes) {
+  return ops::empty({int64_t(std::max<size_t>((bytes + 3) / 4, 1))}, DType::float32, kCuda);
+}
+
+// Runs the cuDNN or the direct conv on the kernel API; x, w, dy are CUDA tensors of type T.
+template <typename T>
+ConvOut run_conv_kernels(bool cudnn, const ConvShape& s, const Tensor& x, const Tensor& w,
+                         const Tensor& dy) {
+  void* stream = cuda::current_stream(0);
+  const DType dt = x.dtype();
+  const int64_t n = s.b * s.t * s.c;
+  Tensor y = ops::empty({n}, dt, kCuda), dx = ops::empty({n}, dt, kCuda);
+  Tensor dw = ops::empty({s.c * s.k}, dt, kCuda), dx1 = ops::empty({n}, dt, kCuda);
+  Tensor dw1 = ops::empty({s.c * s.k}, dt, kCuda);
+  const T *xp = x.data<T>(), *wp = w.data<T>(), *dyp = dy.data<T>();
+  if (cudnn) {
+    const size_t fb = cuda::causal_conv1d_cudnn_forward_workspace<T>(s.b, s.t, s.c, s.k, stream);
+    Tensor fws = device_bytes(fb);
+    cuda::causal_conv1d_cudnn_forward<T>(xp, wp, s.b, s.t, s.c, s.k, y.data<T>(), fws.data_ptr(),
+                                         fb, stream);
+    auto backward = [&](T* dxp, T* dwp) {
+      const size_t bb = cuda::causal_conv1d_cudnn_backward_workspace<T>(
+          s.b, s.t, s.c, s.k, dxp != nullptr, dwp != nullptr, stream);
+      Tensor bws = device_bytes(bb);
+      cuda::causal_conv1d_cudnn_backward<T>(xp, wp, dyp, s.b, s.t, s.c, s.k, dxp, dwp,
+                                            bws.data_ptr(), bb, stream);
+      cuda::synchronize(0);  // bws is freed here
+    };
+    backward(dx.data<T>(), dw.data<T>());
+    backward(dx1.data<T>(), nullptr);
+    backward(nullptr, dw1.data<T>());
+  } else {
+    cuda::causal_conv1d_forward<T>(xp, wp, s.b, s.t, s.c, s.k, y.data<T>(), stream);
+    const int64_t ws_elems = cuda::causal_conv1d_backward_workspace(s.b, s.t, s.c, s.k);
+    Tensor ws = ops::empty({std::max<int64_t>(ws_elems, 1)}, DType::float32, kCuda);
+    auto backward = [&](T* dxp, T* dwp) {
+      cuda::causal_conv1d_backward<T>(xp, wp, dyp, s.b, s.t, s.c, s.k, dxp, dwp, ws.data<float>(),
+                                      stream);
+    };
+    backward(dx.data<T>(), dw.data<T>());
+    backward(dx1.data<T>(), nullptr);
+    backward(nullptr, dw1.data<T>());
+  }
+  cuda::synchronize(0);
+  return ConvOut{y.to_vector(), dx.to_vector(), dw.to_vector(), dx1.to_vector(), dw1.to_vector()};
+}
+
+// The CPU kernel in fp64 on the (already rounded) inputs.
+ConvOut reference_conv(const ConvShape& s, const std::vector<double>& x,
+                       const std::vector<double>& w, const std::vector<double>& dy) {
+  ConvOut r;
+  r.y.resize(x.size());
+  r.dx.resize(x.size());
+  r.dw.resize(w.size());
+  cpu::causal_conv1d_forward<double>(x.data(), w.data(), s.b, s.t, s.c, s.k, r.y.data());
+  cpu::causal_conv1d_backward<double>(x.data(), w.data(), dy.data(), s.b, s.t, s.c, s.k,
+                                      r.dx.data(), r.dw.data());
+  r.dx_alone = r.dx;
+  r.dw_alone = r.dw;
+  return r;
+}
+
+void expect_conv_close(const ConvOut& got, const ConvOut& want, double tol, const char* what) {
+  const std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>>
+      fields[] = {{"y", {&got.y, &want.y}},
+                  {"dx", {&got.dx, &want.dx}},
+                  {"dw", {&got.dw, &want.dw}},
+                  {"dx alone", {&got.dx_alone, &want.dx_alone}},
+                  {"dw alone", {&got.dw_alone, &want.dw_alone}}};
+  for (const auto& [name, pr] : fields) {
+    ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
+    EXPECT_LE(test::rel_err(*pr.first, *pr.second), tol) << what << " " << name;
+  }
+}
+
+// Odd shapes: t = 1, t < k, t = k, c = 1 and c not a multiple of 8, k = 1..4, and a few larger.
+const ConvShape kConvShapes[] = {
+    {1, 1, 1, 1},     {2, 1, 5, 4},    {3, 2, 7, 3},      {2, 3, 13, 4},   {1, 4, 3, 4},
+    {2, 9, 6, 2},     {1, 17, 9, 1},   {3, 37, 11, 4},    {2, 5, 1, 3},    {2, 64, 40, 4},
+    {1, 300, 130, 3}, {4, 128, 24, 4}, {2, 257, 1000, 4}, {1, 2048, 64, 4}};
+
+// Against fp64: fp32 sums (<= b t terms for dw) stay within 1e-4 of the largest value; bf16
+// outputs are rounded once from an fp32 sum (<= 2^-9 of the largest value), so 1e-2 leaves room
+// and still catches a bf16 accumulation. cuDNN and the direct kernel: each within that of fp64.
+double conv_tol(DType dt) {
+  return dt == DType::float32 ? 1e-4 : 1e-2;
+}
+
+template <typename T>
+void check_cudnn_conv(const ConvShape& s, uint64_t seed) {
+  const DType dt = dtype_of<T>::value;
+  SCOPED_TRACE(conv_label(s, dt));
+  const Tensor x = random({s.b, s.t, s.c}, dt, seed), w = random({s.c, s.k}, dt, seed + 1, 0.5),
+               dy = random({s.b, s.t, s.c}, dt, seed + 2);
+  const ConvOut ref = reference_conv(s, x.to_vector(), w.to_vector(), dy.to_vector());
+  const Tensor xd = ops::to_device(x, kCuda), wd = ops::to_device(w, kCuda),
+               dyd = ops::to_device(dy, kCuda);
+  const ConvOut cudnn = run_conv_kernels<T>(true, s, xd, wd, dyd);
+  const ConvOut again = run_conv_kernels<T>(true, s, xd, wd, dyd);
+  const ConvOut direct = run_conv_kernels<T>(false, s, xd, wd, dyd);
+  expect_conv_close(cudnn, ref, conv_tol(dt), "cuDNN vs CPU fp64");
+  expect_conv_close(direct, ref, conv_tol(dt), "direct vs CPU fp64");
+  expect_conv_close(cudnn, direct, conv_tol(dt), "cuDNN vs direct");
+  EXPECT_EQ(again.y, cudnn.y) << "y not bitwise reproducible";
+  EXPECT_EQ(again.dx, cudnn.dx) << "dx not bitwise reproducible";
+  EXPECT_EQ(again.dw, cudnn.dw) << "dw not bitwise reproducible";
+  // One backward or two: each gradient is the same computation.
+  EXPECT_EQ(cudnn.dx_alone, cudnn.dx);
+  EXPECT_EQ(cudnn.dw_alone, cudnn.dw);
+}
+
+TEST(CudaNn, CausalConv1dCudnnMatchesCpuAndDirect) {
+  uint64_t seed = 300;
+  for (const ConvShape& s : kConvShapes) {
+    check_cudnn_conv<float>(s, seed);
+    check_cudnn_conv<bf16>(s, seed);
+    seed += 3;
+  }
+}
+
+TEST(CudaNn, CausalConv1dCudnnEmptyBatch) {
+  void* stream = cuda::current_stream(0);
+  for (DType dt : kDtypes) {
+    Tensor dw = ops::to_device(ops::ones({3, 2}, dt), kCuda);
+    EXPECT_EQ(cuda::causal_conv1d_cudnn_backward_workspace<float>(2, 0, 3, 2, true, true, stream),
+              0u);
+    if (dt == DType::float32)
+      cuda::causal_conv1d_cudnn_backward<float>(nullptr, nullptr, nullptr, 2, 0, 3, 2, nullptr,
+                                                dw.data<float>(), nullptr, 0, stream);
+    else
+      cuda::causal_conv1d_cudnn_backward<bf16>(nullptr, nullptr, nullptr, 2, 0, 3, 2, nullptr,
+                                               dw.data<bf16>(), nullptr, 0, stream);
+    EXPECT_EQ(dw.to_vector(), std::vector<double>(6, 0.0)) << dtype_name(dt);  // no products
+  }
+}
+
+TEST(CudaNn, CausalConv1dCudnnRejectsASmallWorkspace) {
+  void* stream = cuda::current_stream(0);
+  const ConvShape s{2, 16, 8, 4};
+  Tensor x = ops::zeros({s.b * s.t * s.c}, DType::float32, kCuda);
+  Tensor w = ops::zeros({s.c * s.k}, DType::float32, kCuda);
+  Tensor y = ops::empty({s.b * s.t * s.c}, DType::float32, kCuda);
+  const size_t need =
+      cuda::causal_conv1d_cudnn_forward_workspace<float>(s.b, s.t, s.c, s.k, stream);
+  ASSERT_GT(need, 0u);  // at least w' (k = 4 > 1)
+  Tensor ws = device_bytes(need);
+  EXPECT_THROW(
+      cuda::causal_conv1d_cudnn_forward<float>(x.data<float>(), w.data<float>(), s.b, s.t, s.c, s.k,
+                                               y.data<float>(), ws.data_ptr(), need - 1, stream),
+      std::invalid_argument);
+}
+
+// Through the op: GDN_CONV1D=cudnn on CUDA against the CPU op, bitwise reruns (check()).
+TEST(CudaNn, CausalConv1dOpOnCudnn) {
+  ScopedEnv env("GDN_CONV1D", "cudnn");
+  for (DType dt : kDtypes) {
+    const std::string n = dtype_name(dt);
+    check(
+        "cudnn conv " + n, [](auto& z) { return ops::causal_conv1d(z[0], z[1]); },
+        {random({2, 37, 24}, dt, 70), random({24, 4}, dt, 71)}, conv_tol(dt));
+    check(
+        "cudnn conv [C,1,W] t<k " + n, [](auto& z) { return ops::causal_conv1d(z[0], z[1]); },
+        {random({1, 2, 3}, dt, 72), random({3, 1, 4}, dt, 73)}, conv_tol(dt));
+    check(
+        "cudnn conv k=1 " + n, [](auto& z) { return ops::causal_conv1d(z[0], z[1]); },
+        {random({3, 50, 17}, dt, 74), random({17, 1}, dt, 75)}, conv_tol(dt));
+  }
+  // fp64 runs the direct kernel whatever GDN_CONV1D says.
+  check(
+      "cudnn conv fp64 (direct)", [](auto& z) { return ops::causal_conv1d(z[0], z[1]); },
+      {random({2, 9, 5}, DType::float64, 76), random({5, 4}, DType::float64, 77)},
+      tol_for(DType::float64));
+}
+
+TEST(CudaNn, CausalConv1dBadImplementationIsAnError) {
+  ScopedEnv env("GDN_CONV1D", "cuDNN");
+  Tensor x = ops::to_device(random({1, 4, 3}, DType::float32, 80), kCuda);
+  Tensor w = ops::to_device(random({3, 4}, DType::float32, 81), kCuda);
+  try {
+    ops::causal_conv1d(x, w);
+    ADD_FAILURE() << "GDN_CONV1D=cuDNN accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("GDN_CONV1D"), std::string::npos) << e.what();
+  }
+}
+#endif
 
 // A small model-like graph on both devices: embedding -> conv -> silu -> L2 norm -> linear ->
 // RMSNorm -> cross-entropy. In bf16 each of the six ops rounds its output (<= 2^-8 relative) and

@@ -1,8 +1,9 @@
 // Neural-network ops with fused forward/backward kernels: softmax, cross-entropy, embedding,
 // RMSNorm, L2 norm, causal depthwise conv1d. The math of each backward is next to its kernel
-// in kernels/cpu/; the CUDA kernels (kernels/cuda/) keep the same contracts. On CUDA the ops
-// read device memory from the host only for the bad-index checks of cross_entropy and embedding
-// (one int64 copied back).
+// in kernels/cpu/; the CUDA kernels (kernels/cuda/) keep the same contracts (the conv also has a
+// cuDNN implementation, chosen with GDN_CONV1D=direct|cudnn). On CUDA the ops read device memory
+// from the host only for the bad-index checks of cross_entropy and embedding (one int64 copied
+// back).
 #include <algorithm>
 
 #include "kernels/cpu/nn.h"
@@ -13,6 +14,9 @@
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
+#include <cstdlib>
+
+#include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/reduce.h"
 #endif
 
@@ -305,6 +309,60 @@ Tensor l2_norm(const Tensor& x, double eps) {
   return y;
 }
 
+#if defined(GDN_WITH_CUDA)
+namespace {
+
+// The CUDA conv is the direct kernel or cuDNN: GDN_CONV1D, read at each call, decides through
+// cuda::conv1d_impl (kernels/cuda/conv_cudnn.h), the one place the choice is made.
+template <typename T>
+bool conv1d_on_cudnn() {
+  return cuda::conv1d_impl(std::getenv("GDN_CONV1D"), cuda::kCudnnConv1dType<T>) ==
+         cuda::Conv1dImpl::cudnn;
+}
+
+// cuDNN's workspace as a byte buffer (float32 elements; the allocator's blocks are 512-byte
+// aligned).
+Tensor cuda_scratch_bytes(Device dev, size_t bytes) {
+  return cuda_scratch(dev, int64_t((bytes + 3) / 4), DType::float32);
+}
+
+template <typename T>
+void conv1d_forward_cuda(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
+                         Device dev) {
+  void* s = stream_of(dev);
+  if constexpr (cuda::kCudnnConv1dType<T>) {
+    if (conv1d_on_cudnn<T>()) {
+      const size_t bytes = cuda::causal_conv1d_cudnn_forward_workspace<T>(b, t, c, k, s);
+      Tensor ws = cuda_scratch_bytes(dev, bytes);
+      return cuda::causal_conv1d_cudnn_forward<T>(x, w, b, t, c, k, y, ws.data_ptr(), bytes, s);
+    }
+  }
+  cuda::causal_conv1d_forward<T>(x, w, b, t, c, k, y, s);
+}
+
+template <typename T>
+void conv1d_backward_cuda(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
+                          int64_t k, T* dx, T* dw, Device dev) {
+  void* s = stream_of(dev);
+  if constexpr (cuda::kCudnnConv1dType<T>) {
+    if (conv1d_on_cudnn<T>()) {
+      const size_t bytes = cuda::causal_conv1d_cudnn_backward_workspace<T>(
+          b, t, c, k, dx != nullptr, dw != nullptr, s);
+      Tensor ws = cuda_scratch_bytes(dev, bytes);
+      return cuda::causal_conv1d_cudnn_backward<T>(x, w, dy, b, t, c, k, dx, dw, ws.data_ptr(),
+                                                   bytes, s);
+    }
+  }
+  Tensor ws = dw ? cuda_scratch(dev, cuda::causal_conv1d_backward_workspace(b, t, c, k),
+                                dtype_of<acc_t<T>>::value)
+                 : Tensor();
+  cuda::causal_conv1d_backward<T>(x, w, dy, b, t, c, k, dx, dw, dw ? ws.data<acc_t<T>>() : nullptr,
+                                  s);
+}
+
+}  // namespace
+#endif
+
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
   detail::common_device("causal_conv1d", {x, weight_in});
   detail::check_same_dtype("causal_conv1d", x, weight_in);
@@ -326,8 +384,8 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
       GDN_RUN_ON_DEVICE(dev, "causal_conv1d",
                         cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
                                                    c, k, y.data<scalar_t>()),
-                        cuda::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
-                                                    c, k, y.data<scalar_t>(), stream_of(dev))));
+                        conv1d_forward_cuda(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
+                                            y.data<scalar_t>(), dev)));
   if (autograd::needs_grad({x, weight}))
     autograd::record(
         "causal_conv1d", {x, weight}, y, {xc, wc},
@@ -337,9 +395,6 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
           const Device dev = gc.device();
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
-          Tensor ws = gw ? cuda_scratch(dev, cuda::causal_conv1d_backward_workspace(b, t, c, k),
-                                        acc_dtype(gc.dtype()))
-                         : Tensor();
           GDN_DISPATCH_FLOATING(gc.dtype(), "causal_conv1d backward", {
             scalar_t* dxp = gx ? dx.data<scalar_t>() : nullptr;
             scalar_t* dwp = gw ? dw.data<scalar_t>() : nullptr;
@@ -347,9 +402,8 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
                 dev, "causal_conv1d backward",
                 cpu::causal_conv1d_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
                                             gc.data<scalar_t>(), b, t, c, k, dxp, dwp),
-                cuda::causal_conv1d_backward(
-                    s[0].data<scalar_t>(), s[1].data<scalar_t>(), gc.data<scalar_t>(), b, t, c, k,
-                    dxp, dwp, gw ? ws.data<acc_t<scalar_t>>() : nullptr, stream_of(dev)));
+                conv1d_backward_cuda(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
+                                     gc.data<scalar_t>(), b, t, c, k, dxp, dwp, dev));
           });
           return std::vector<Tensor>{dx, dw};
         });
