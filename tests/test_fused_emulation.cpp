@@ -56,6 +56,32 @@ TEST(MmaFragments, LoadEmulateStoreIsTheProductOfRoundedOperands) {
   EXPECT_EQ(seen.size(), 128u);
 }
 
+TEST(MmaFragments, Bf16PairsLoadTheWordsTheGenericPathPacks) {
+  // A 16 x 32 bf16 matrix (ld 32) read as rows (A operand) and as a transposed B operand: the
+  // one-word pair loads equal the words packed element by element.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n01(0, 1);
+  std::vector<bf16> m(16 * 32);
+  for (auto& x : m) x = bf16(n01(rng));
+  const cuda::RowsOf<float, bf16> rows{m.data(), 32};
+  const cuda::ColsOf<float, bf16> cols{m.data(), 32};
+  auto rows_generic = [&](int i, int l) { return float(m[i * 32 + l]); };
+  auto cols_generic = [&](int l, int j) { return float(m[j * 32 + l]); };
+  static_assert(cuda::HasKPair<cuda::RowsOf<float, bf16>>::value &&
+                cuda::HasKPair<cuda::ColsOf<float, bf16>>::value &&
+                !cuda::HasKPair<cuda::RowsOf<float, float>>::value);
+  for (int lane = 0; lane < 32; ++lane)
+    for (int k0 : {0, 16}) {
+      uint32_t wa[4], ga[4], wb[2], gb[2];
+      cuda::load_a_fragment(lane, rows, 0, k0, wa);
+      cuda::load_a_fragment(lane, rows_generic, 0, k0, ga);
+      cuda::load_b_fragment(lane, cols, k0, 8, wb);
+      cuda::load_b_fragment(lane, cols_generic, k0, 8, gb);
+      for (int w = 0; w < 4; ++w) EXPECT_EQ(wa[w], ga[w]) << "lane " << lane << " word " << w;
+      for (int w = 0; w < 2; ++w) EXPECT_EQ(wb[w], gb[w]) << "lane " << lane << " word " << w;
+    }
+}
+
 TEST(MmaFragments, BlockGemmCoversEveryOutputOnce) {
   // Through the warp strips of an 8-warp block (1, 2 and 4 tiles wide), forward and reversed
   // warp order, with and without a contraction span.

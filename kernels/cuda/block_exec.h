@@ -16,6 +16,8 @@
 //   Mma:  bf16 tensor cores (mma.sync.m16n8k16, fp32 accumulation): operands are rounded to
 //         bf16 (round to nearest even) when loaded into fragments; one warp per strip of up to
 //         four 16 x 8 tiles side by side (sharing the A fragments).
+// Operands kept in bf16 row-major (RowsOf) or transposed (ColsOf) hand the tensor cores two
+// consecutive contraction elements as one 32-bit word (kpair), with no conversion or rounding.
 // M, N and K are multiples of 16 (8 for N) on the Mma path. An optional span functor
 // span(i_lo, i_hi, j_lo, j_hi) -> KSpan bounds the contraction a block of outputs needs (rows
 // i_lo..i_hi, columns j_lo..j_hi inclusive: a 16 x 8 tile, or one element on Simt) where the
@@ -23,6 +25,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/numeric.h"
 
@@ -132,22 +136,71 @@ GDN_HD float bf16_hi(uint32_t w) {
   return bits_float(w & 0xffff0000u);
 }
 
+// Two bf16 at p (4-byte aligned) as one word, p[0] in the low half.
+GDN_HD uint32_t load_bf16x2(const bf16* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t w;
+  std::memcpy(&w, p, sizeof(w));
+  return w;
+#endif
+}
+
+// Operands over values stored in E with leading dimension ld (even, and p 4-byte aligned for
+// bf16): RowsOf x(i, l) = p[i ld + l], ColsOf x(l, j) = p[j ld + l] (a transposed matrix). Both
+// are contiguous along the contraction index l, so bf16 pairs (l, l + 1) load as one word.
+template <typename Acc, typename E>
+struct RowsOf {
+  const E* p;
+  int ld;
+  GDN_HD Acc operator()(int i, int l) const { return Acc(p[i * ld + l]); }
+  GDN_HD uint32_t kpair(int i, int l) const { return load_bf16x2(p + i * ld + l); }
+};
+template <typename Acc, typename E>
+struct ColsOf {
+  const E* p;
+  int ld;
+  GDN_HD Acc operator()(int l, int j) const { return Acc(p[j * ld + l]); }
+  GDN_HD uint32_t kpair(int l, int j) const { return load_bf16x2(p + j * ld + l); }
+};
+
+// Whether an operand hands out bf16 pairs along the contraction (RowsOf / ColsOf over bf16).
+template <class Op>
+struct HasKPair : std::false_type {};
+template <typename Acc>
+struct HasKPair<RowsOf<Acc, bf16>> : std::true_type {};
+template <typename Acc>
+struct HasKPair<ColsOf<Acc, bf16>> : std::true_type {};
+
 // The A words of lane `lane` for the tile at rows i0.., columns k0.. of a(i, l).
 template <class Aop>
 GDN_HD void load_a_fragment(int lane, const Aop& a, int i0, int k0, uint32_t (&w)[4]) {
   const int g = lane >> 2, c = k0 + 2 * (lane & 3);
-  w[0] = pack_bf16x2(float(a(i0 + g, c)), float(a(i0 + g, c + 1)));
-  w[1] = pack_bf16x2(float(a(i0 + g + 8, c)), float(a(i0 + g + 8, c + 1)));
-  w[2] = pack_bf16x2(float(a(i0 + g, c + 8)), float(a(i0 + g, c + 9)));
-  w[3] = pack_bf16x2(float(a(i0 + g + 8, c + 8)), float(a(i0 + g + 8, c + 9)));
+  if constexpr (HasKPair<Aop>::value) {
+    w[0] = a.kpair(i0 + g, c);
+    w[1] = a.kpair(i0 + g + 8, c);
+    w[2] = a.kpair(i0 + g, c + 8);
+    w[3] = a.kpair(i0 + g + 8, c + 8);
+  } else {
+    w[0] = pack_bf16x2(float(a(i0 + g, c)), float(a(i0 + g, c + 1)));
+    w[1] = pack_bf16x2(float(a(i0 + g + 8, c)), float(a(i0 + g + 8, c + 1)));
+    w[2] = pack_bf16x2(float(a(i0 + g, c + 8)), float(a(i0 + g, c + 9)));
+    w[3] = pack_bf16x2(float(a(i0 + g + 8, c + 8)), float(a(i0 + g + 8, c + 9)));
+  }
 }
 
 // The B words of lane `lane` for the tile at rows k0.., columns j0.. of b(l, j).
 template <class Bop>
 GDN_HD void load_b_fragment(int lane, const Bop& b, int k0, int j0, uint32_t (&w)[2]) {
   const int n = j0 + (lane >> 2), r = k0 + 2 * (lane & 3);
-  w[0] = pack_bf16x2(float(b(r, n)), float(b(r + 1, n)));
-  w[1] = pack_bf16x2(float(b(r + 8, n)), float(b(r + 9, n)));
+  if constexpr (HasKPair<Bop>::value) {
+    w[0] = b.kpair(r, n);
+    w[1] = b.kpair(r + 8, n);
+  } else {
+    w[0] = pack_bf16x2(float(b(r, n)), float(b(r + 1, n)));
+    w[1] = pack_bf16x2(float(b(r + 8, n)), float(b(r + 9, n)));
+  }
 }
 
 // Row and column of accumulator element e (0..3) of lane `lane`, relative to the tile.

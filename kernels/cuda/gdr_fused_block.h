@@ -30,8 +30,10 @@
 namespace gdn::gdr::fused {
 
 using cuda::BlockExec;
+using cuda::ColsOf;
 using cuda::hd_exp;
 using cuda::KSpan;
+using cuda::RowsOf;
 
 // Contraction spans of products with a triangular factor (block_exec.h): the terms outside are
 // zero, so they are not computed.
@@ -147,8 +149,7 @@ GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T*
 template <typename A, class Path, class Exec, typename KQ>
 GDN_HD void key_products(const Exec& ex, int C, int K, const KQ* kq, const A* G, A* kkg, A* p) {
   cuda::block_gemm<A>(
-      Path{}, ex, 2 * C, C, K, [=](int i, int l) { return A(kq[i * K + l]); },
-      [=](int l, int j) { return A(kq[j * K + l]); },
+      Path{}, ex, 2 * C, C, K, RowsOf<A, KQ>{kq, K}, ColsOf<A, KQ>{kq, K},
       [=](int i, int j, A acc) {
         if (i < C) {
           kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
@@ -240,8 +241,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
     key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S
     cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
-        [=](int l, int j) { return S[l * VT + j]; },
+        Path{}, ex, 2 * C, VT, K, RowsOf<A, T>{kq, K}, [=](int l, int j) { return S[l * VT + j]; },
         [=](int i, int j, A acc) {
           if (i < C) {
             y[i * VT + j] = beta[i] * (y[i * VT + j] - gamma[i] * acc);
@@ -332,8 +332,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     key_products<A, Path>(ex, C, K, kq, G, kkg, p);
     // [k; q] S -> gamma K S, Yr = v - gamma K S (over v), gamma Q S o dO
     cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
-        [=](int l, int j) { return S[l * VT + j]; },
+        Path{}, ex, 2 * C, VT, K, RowsOf<A, T>{kq, K}, [=](int l, int j) { return S[l * VT + j]; },
         [=](int i, int j, A acc) {
           if (i < C) {
             const A ks = gamma[i] * acc;
@@ -346,8 +345,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         });
     // K dS'
     cuda::block_gemm<A>(
-        Path{}, ex, C, VT, K, [=](int i, int l) { return A(kq[i * K + l]); },
-        [=](int l, int j) { return dS[l * VT + j]; },
+        Path{}, ex, C, VT, K, RowsOf<A, T>{kq, K}, [=](int l, int j) { return dS[l * VT + j]; },
         [=](int i, int j, A acc) { kd[i * VT + j] = acc; });
     GDN_EACH_THREAD(ex, tid) {
       if (tid == 0) {
