@@ -29,18 +29,20 @@
 
 #include "kernels/cpu/nn.h"
 #include "kernels/cuda/conv_cudnn.h"
+#include "kernels/cuda/lab/lab_util.h"
 #include "kernels/cuda/nn.h"
 #include "kernels/numeric.h"
 
-#define LAB_CUDA(expr)                                                                    \
-  do {                                                                                    \
-    cudaError_t lab_err_ = (expr);                                                        \
-    if (lab_err_ != cudaSuccess)                                                          \
-      throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(lab_err_)); \
-  } while (0)
-
 namespace gdn::cuda {
 namespace {
+
+using lab_util::device_alloc;
+using lab_util::download;
+using lab_util::L2Scrub;
+using lab_util::rel_err;
+using lab_util::Stats;
+using lab_util::time_runs;
+using lab_util::upload;
 
 struct Args {
   std::vector<std::string> bt{"8x2048", "1x8192"};
@@ -75,69 +77,6 @@ struct Host {
   std::vector<double> x, w, dy;   // inputs (bf16 values)
   std::vector<double> y, dx, dw;  // the fp64 reference (empty with --check none)
 };
-
-template <typename T>
-T* upload(const std::vector<double>& v) {
-  std::vector<T> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = from_acc<T>(acc_t<T>(v[i]));
-  void* d = nullptr;
-  LAB_CUDA(cudaMalloc(&d, std::max<size_t>(h.size(), 1) * sizeof(T)));
-  LAB_CUDA(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return static_cast<T*>(d);
-}
-template <typename T>
-T* device_alloc(int64_t n) {
-  void* d = nullptr;
-  LAB_CUDA(cudaMalloc(&d, size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
-  return static_cast<T*>(d);
-}
-template <typename T>
-std::vector<double> download(const T* d, int64_t n) {
-  std::vector<T> h(static_cast<size_t>(n));
-  LAB_CUDA(cudaMemcpy(h.data(), d, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost));
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(to_acc(h[size_t(i)]));
-  return v;
-}
-
-double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num = std::max(num, std::abs(x[i] - ref[i]));
-    den = std::max(den, std::abs(ref[i]));
-  }
-  return den > 0 ? num / den : num;
-}
-
-struct Stats {
-  double median = 0, q1 = 0, q3 = 0;
-};
-
-// Per-run milliseconds of `repeats` runs after `warmup` untimed ones, each timed run after
-// writing a buffer twice the L2 size (so no run finds its inputs in cache).
-Stats time_runs(const std::function<void()>& run, int warmup, int repeats, cudaStream_t stream,
-                void* scrub, size_t scrub_bytes) {
-  cudaEvent_t start, stop;
-  LAB_CUDA(cudaEventCreate(&start));
-  LAB_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < warmup; ++i) run();
-  std::vector<double> ms;
-  for (int r = 0; r < repeats; ++r) {
-    LAB_CUDA(cudaMemsetAsync(scrub, r & 0xff, scrub_bytes, stream));
-    LAB_CUDA(cudaEventRecord(start, stream));
-    run();
-    LAB_CUDA(cudaEventRecord(stop, stream));
-    LAB_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    LAB_CUDA(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  LAB_CUDA(cudaEventDestroy(start));
-  LAB_CUDA(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double f) { return ms[size_t(f * double(ms.size() - 1) + 0.5)]; };
-  return Stats{at(0.5), at(0.25), at(0.75)};
-}
 
 std::string json_str(const std::string& s) {
   std::string o = "\"";
@@ -193,7 +132,7 @@ Impl<T> make_impl(const std::string& name, const Shape& s, Buffers<T>& buf, cuda
 // All implementations on one shape and dtype; returns false when a check failed.
 template <typename T>
 bool run_shape(const Args& a, const Shape& s, const Host& h, const char* dtype, cudaStream_t stream,
-               void* scrub, size_t scrub_bytes, const std::string& device, FILE* out) {
+               const L2Scrub& scrub, const std::string& device, FILE* out) {
   Buffers<T> buf;
   T* x = upload<T>(h.x);
   T* w = upload<T>(h.w);
@@ -245,8 +184,8 @@ bool run_shape(const Args& a, const Shape& s, const Host& h, const char* dtype, 
             worst = field;
           }
       }
-      fwd = time_runs(im.forward, a.warmup, a.repeats, stream, scrub, scrub_bytes);
-      bwd = time_runs(im.backward, a.warmup, a.repeats, stream, scrub, scrub_bytes);
+      fwd = time_runs(im.forward, a.warmup, a.repeats, stream, scrub);
+      bwd = time_runs(im.backward, a.warmup, a.repeats, stream, scrub);
     } catch (const std::exception& e) {
       error = e.what();
       cudaGetLastError();
@@ -310,14 +249,11 @@ int run_lab(const Args& a) {
       throw std::invalid_argument("--impls: direct or cudnn, got " + im);
   cudaStream_t stream;
   LAB_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  int dev = 0, l2 = 0;
+  int dev = 0;
   LAB_CUDA(cudaGetDevice(&dev));
-  LAB_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   cudaDeviceProp prop;
   LAB_CUDA(cudaGetDeviceProperties(&prop, dev));
-  const size_t scrub_bytes = std::max<size_t>(2 * size_t(l2), 1 << 20);
-  void* scrub = nullptr;
-  LAB_CUDA(cudaMalloc(&scrub, scrub_bytes));
+  const L2Scrub scrub = L2Scrub::make();
   FILE* out = a.out.empty() ? nullptr : std::fopen(a.out.c_str(), "a");
   if (!a.out.empty() && !out) throw std::runtime_error("cannot open " + a.out);
   bool ok = true;
@@ -342,14 +278,13 @@ int run_lab(const Args& a) {
                                               s.k, h.dx.data(), h.dw.data());
         }
         for (const std::string& d : a.dtypes)
-          ok = (d == "bfloat16" ? run_shape<bf16>(a, s, h, "bfloat16", stream, scrub, scrub_bytes,
-                                                  prop.name, out)
-                                : run_shape<float>(a, s, h, "float32", stream, scrub, scrub_bytes,
-                                                   prop.name, out)) &&
+          ok = (d == "bfloat16"
+                    ? run_shape<bf16>(a, s, h, "bfloat16", stream, scrub, prop.name, out)
+                    : run_shape<float>(a, s, h, "float32", stream, scrub, prop.name, out)) &&
                ok;
       }
   if (out) std::fclose(out);
-  LAB_CUDA(cudaFree(scrub));
+  LAB_CUDA(cudaFree(scrub.buffer));
   LAB_CUDA(cudaStreamDestroy(stream));
   return ok ? 0 : 1;
 }

@@ -26,16 +26,18 @@
 
 #include "kernels/cuda/gdr_cuda.h"
 #include "kernels/cuda/lab/lab_kernels.h"
-
-#define LAB_CUDA(expr)                                                                    \
-  do {                                                                                    \
-    cudaError_t lab_err_ = (expr);                                                        \
-    if (lab_err_ != cudaSuccess)                                                          \
-      throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(lab_err_)); \
-  } while (0)
+#include "kernels/cuda/lab/lab_util.h"
 
 namespace gdn::gdr {
 namespace {
+
+using lab_util::device_alloc;
+using lab_util::download;
+using lab_util::L2Scrub;
+using lab_util::rel_err;
+using lab_util::Stats;
+using lab_util::time_runs;
+using lab_util::upload;
 
 struct Args {
   int64_t B = 4, T = 2048, H = 8, HV = 0, K = 128, V = 128;
@@ -121,40 +123,6 @@ Outputs reference(const Problem& problem, const HostData& d) {
   return r;
 }
 
-double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num = std::max(num, std::abs(x[i] - ref[i]));
-    den = std::max(den, std::abs(ref[i]));
-  }
-  return den > 0 ? num / den : num;
-}
-
-template <typename X>
-X* device_alloc(int64_t n) {
-  void* p = nullptr;
-  LAB_CUDA(cudaMalloc(&p, size_t(std::max<int64_t>(n, 1)) * sizeof(X)));
-  return static_cast<X*>(p);
-}
-
-template <typename T>
-T* upload(const std::vector<double>& x) {
-  std::vector<T> h(x.size());
-  for (size_t i = 0; i < x.size(); ++i) h[i] = from_acc<T>(acc_t<T>(x[i]));
-  T* d = device_alloc<T>(int64_t(x.size()));
-  LAB_CUDA(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
-template <typename T>
-std::vector<double> download(const T* d, int64_t n) {
-  std::vector<T> h(n);
-  LAB_CUDA(cudaMemcpy(h.data(), d, size_t(n) * sizeof(T), cudaMemcpyDeviceToHost));
-  std::vector<double> x(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = double(to_acc(h[i]));
-  return x;
-}
-
 // One variant: the Problem it runs (impl, residual) and how (library or lab, V tile).
 struct Variant {
   std::string name;
@@ -216,36 +184,6 @@ struct Lab {
   }
 };
 
-struct Stats {
-  double median = 0, q1 = 0, q3 = 0;
-};
-
-// Per-run milliseconds over `repeats` runs, each after writing a buffer twice the L2 size (so no
-// run finds its inputs in cache), timed with events on the stream.
-Stats time_runs(const std::function<void()>& run, int repeats, cudaStream_t stream, void* scrub,
-                size_t scrub_bytes) {
-  cudaEvent_t start, stop;
-  LAB_CUDA(cudaEventCreate(&start));
-  LAB_CUDA(cudaEventCreate(&stop));
-  run();  // warm-up (and the first-call attribute setting)
-  std::vector<double> ms;
-  for (int r = 0; r < repeats; ++r) {
-    LAB_CUDA(cudaMemsetAsync(scrub, r & 0xff, scrub_bytes, stream));
-    LAB_CUDA(cudaEventRecord(start, stream));
-    run();
-    LAB_CUDA(cudaEventRecord(stop, stream));
-    LAB_CUDA(cudaEventSynchronize(stop));
-    float t = 0;
-    LAB_CUDA(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  LAB_CUDA(cudaEventDestroy(start));
-  LAB_CUDA(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double f) { return ms[size_t(f * double(ms.size() - 1) + 0.5)]; };
-  return Stats{at(0.5), at(0.25), at(0.75)};
-}
-
 template <typename T>
 int run_lab(const Args& a) {
   using A = acc_t<T>;
@@ -288,11 +226,9 @@ int run_lab(const Args& a) {
   lab.residual = device_alloc<A>(residual_max);
   lab.workspace = device_alloc<A>(workspace_max);
   LAB_CUDA(cudaStreamCreate(&lab.stream));
-  int dev = 0, l2 = 0;
+  int dev = 0;
   LAB_CUDA(cudaGetDevice(&dev));
-  LAB_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  const size_t scrub_bytes = std::max<size_t>(2 * size_t(l2), 1 << 20);
-  void* scrub = device_alloc<unsigned char>(int64_t(scrub_bytes));
+  const L2Scrub scrub = L2Scrub::make();
   cudaDeviceProp prop;
   LAB_CUDA(cudaGetDeviceProperties(&prop, dev));
 
@@ -306,7 +242,7 @@ int run_lab(const Args& a) {
       "scrubbed (%zu MiB)\n",
       prop.name, (long long)base.B, (long long)base.T, (long long)base.H, (long long)base.HV,
       (long long)base.K, (long long)base.V, base.chunk, a.dtype.c_str(), a.repeats,
-      scrub_bytes >> 20);
+      scrub.bytes >> 20);
   std::printf("%-16s %-8s %5s %10s %10s %10s %9s %7s %10s  %s\n", "variant", "mode", "vt",
               "median_ms", "q1_ms", "q3_ms", "TFLOP/s", "%peak", "max_err", "(worst of)");
   const auto modes = split(a.modes, ',');
@@ -346,7 +282,7 @@ int run_lab(const Args& a) {
             lab.forward(var);
             if (bwd) lab.backward(var);
           },
-          a.repeats, lab.stream, scrub, scrub_bytes);
+          1, a.repeats, lab.stream, scrub);
       const double flops = forward_flops(var.p) + (bwd ? backward_flops(var.p) : 0);
       const double tflops = flops / (s.median * 1e-3) / 1e12;
       std::printf("%-16s %-8s %5lld %10.3f %10.3f %10.3f %9.2f %7s %10.3g  %s%s\n",
