@@ -36,13 +36,7 @@
 namespace gdn::cuda {
 namespace {
 
-using lab_util::device_alloc;
-using lab_util::download;
-using lab_util::L2Scrub;
-using lab_util::rel_err;
-using lab_util::Stats;
-using lab_util::time_runs;
-using lab_util::upload;
+using namespace lab_util;  // kernels/cuda/lab/lab_util.h
 
 struct Args {
   std::vector<std::string> bt{"8x2048", "1x8192"};

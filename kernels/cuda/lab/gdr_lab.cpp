@@ -31,13 +31,7 @@
 namespace gdn::gdr {
 namespace {
 
-using lab_util::device_alloc;
-using lab_util::download;
-using lab_util::L2Scrub;
-using lab_util::rel_err;
-using lab_util::Stats;
-using lab_util::time_runs;
-using lab_util::upload;
+using namespace lab_util;  // kernels/cuda/lab/lab_util.h
 
 struct Args {
   int64_t B = 4, T = 2048, H = 8, HV = 0, K = 128, V = 128;
