@@ -24,6 +24,14 @@ for b in "$stage"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   grep -vE 'lib(cuda|cudart|cublas|cublasLt|curand|cudnn[^/]*|nccl|nvrtc|nvJitLink)\.so' |
   while read -r l; do cp -L "$l" "$stage/lib/"; done
-tar -C "$stage" -cJf .device_carry/bundle.tar.xz bin lib
+# This machine's loader and C/C++ runtime, for a GPU machine with an older glibc: used there only
+# then, through wrappers (scripts/gpu_check.sh), never put on its library path.
+mkdir -p "$stage/sys"
+for l in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1 libpthread.so.0 \
+  libdl.so.2 librt.so.1; do
+  cp -L "$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ {print $NF; exit}')" "$stage/sys/"
+done
+getconf GNU_LIBC_VERSION | awk '{print $2}' >"$stage/sys/glibc-version"
+tar -C "$stage" -cJf .device_carry/bundle.tar.xz bin lib sys
 rm -rf "$stage"
 ls -la .device_carry/bundle.tar.xz

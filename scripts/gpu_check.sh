@@ -19,10 +19,27 @@ set -u
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-runs/gpu-check}
 mkdir -p "$out"
+own_runtime=0
 if [ -n "${BUNDLE:-}" ]; then
   rm -rf /tmp/gdn-bundle && mkdir -p /tmp/gdn-bundle && tar -C /tmp/gdn-bundle -xJf "$BUNDLE"
   bin=/tmp/gdn-bundle/bin tests=/tmp/gdn-bundle/bin
   export LD_LIBRARY_PATH=/tmp/gdn-bundle/lib:${LD_LIBRARY_PATH:-}
+  # Built against a newer glibc than this machine's (or GDN_OWN_RUNTIME=1): every program runs
+  # through the bundle's own loader and C/C++ runtime, behind a wrapper with the program's name.
+  need=$(cat /tmp/gdn-bundle/sys/glibc-version 2>/dev/null || echo 0)
+  have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+  if [ "${GDN_OWN_RUNTIME:-0}" = 1 ] ||
+    [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
+    echo "gpu_check: glibc $have here, $need in the bundle: programs run on the bundle's runtime"
+    own_runtime=1
+    mkdir -p /tmp/gdn-bundle/real
+    for p in /tmp/gdn-bundle/bin/*; do
+      mv "$p" /tmp/gdn-bundle/real/
+      printf '#!/bin/sh\nexec /tmp/gdn-bundle/sys/ld-linux-x86-64.so.2 --library-path "/tmp/gdn-bundle/lib:/tmp/gdn-bundle/sys:${LD_LIBRARY_PATH:-}" /tmp/gdn-bundle/real/%s "$@"\n' \
+        "$(basename "$p")" >"$p"
+      chmod +x "$p"
+    done
+  fi
 else
   bin=${BIN:-build} tests=${BIN:-build}/tests
 fi
@@ -35,7 +52,8 @@ for lib in cudnn nccl; do
   fi
 done
 # A library still missing stops every program at start: say which, once, up front.
-if missing=$(ldd "$bin/gdn" | grep "not found"); then
+# (On the bundle's runtime this machine's ldd cannot tell; the first program says it instead.)
+if [ $own_runtime = 0 ] && missing=$(ldd "$bin/gdn" | grep "not found"); then
   echo "gpu_check: $bin/gdn cannot load: $missing" | tee -a "$out/summary.txt" >&2
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} bin tests out
