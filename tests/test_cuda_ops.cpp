@@ -3,9 +3,11 @@
 // device copies; the TF32 switch of fp32 GEMMs. Label `gpu`; exits 77 without a device.
 #include <gtest/gtest.h>
 
-#include "kernels/cuda/gemm.h"
 #include "src/ops/ops.h"
 #include "tests/test_util.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gemm.h"
+#endif
 
 GDN_TEST_REQUIRES_CUDA();
 
@@ -50,6 +52,7 @@ TEST(CudaOps, ElementwiseMatchesCpu) {
   }
 }
 
+#if defined(GDN_WITH_CUDA)
 // fp32 GEMMs are true fp32 by default; allow_tf32 moves them to TF32 tensor cores: an error of
 // TF32's 10-bit products (well above fp32's, well below bf16's), and still the same bits twice.
 TEST(CudaOps, Fp32GemmIsExactUnlessTf32IsAllowed) {
@@ -70,6 +73,7 @@ TEST(CudaOps, Fp32GemmIsExactUnlessTf32IsAllowed) {
   EXPECT_EQ(test::rel_err(once, twice), 0.0);
   EXPECT_LT(test::rel_err(ops::matmul(on_cuda(a), on_cuda(b)), want), 1e-6);
 }
+#endif  // GDN_WITH_CUDA
 
 TEST(CudaOps, ElementwiseBackwardMatchesCpu) {
   Generator g(3);
