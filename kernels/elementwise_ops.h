@@ -128,31 +128,47 @@ GDN_HD A apply_binary(Binary op, A a, A b, A alpha) {
 // a compile-time constant, apply_unary's switch folds away and the loop vectorizes.
 #define GDN_UNARY_CASE(OP) \
   case Unary::OP:          \
-    return f(std::integral_constant<Unary, Unary::OP>{});
+    return f(std::integral_constant<Unary, Unary::OP>{})
 template <typename F>
 inline auto with_unary(Unary op, F&& f) {
   switch (op) {
-    GDN_UNARY_CASE(neg)
-    GDN_UNARY_CASE(exp)
-    GDN_UNARY_CASE(log) GDN_UNARY_CASE(sigmoid) GDN_UNARY_CASE(silu) GDN_UNARY_CASE(softplus)
-        GDN_UNARY_CASE(rsqrt) GDN_UNARY_CASE(sqrt) GDN_UNARY_CASE(square) GDN_UNARY_CASE(tanh)
-            GDN_UNARY_CASE(abs) GDN_UNARY_CASE(affine) GDN_UNARY_CASE(pow)
+    GDN_UNARY_CASE(neg);
+    GDN_UNARY_CASE(exp);
+    GDN_UNARY_CASE(log);
+    GDN_UNARY_CASE(sigmoid);
+    GDN_UNARY_CASE(silu);
+    GDN_UNARY_CASE(softplus);
+    GDN_UNARY_CASE(rsqrt);
+    GDN_UNARY_CASE(sqrt);
+    GDN_UNARY_CASE(square);
+    GDN_UNARY_CASE(tanh);
+    GDN_UNARY_CASE(abs);
+    GDN_UNARY_CASE(affine);
+    GDN_UNARY_CASE(pow);
   }
   return f(std::integral_constant<Unary, Unary::neg>{});
 }
 #undef GDN_UNARY_CASE
 #define GDN_BINARY_CASE(OP) \
   case Binary::OP:          \
-    return f(std::integral_constant<Binary, Binary::OP>{});
+    return f(std::integral_constant<Binary, Binary::OP>{})
 template <typename F>
 inline auto with_binary(Binary op, F&& f) {
   switch (op) {
-    GDN_BINARY_CASE(add)
-    GDN_BINARY_CASE(sub)
-    GDN_BINARY_CASE(mul) GDN_BINARY_CASE(div) GDN_BINARY_CASE(sigmoid_grad)
-        GDN_BINARY_CASE(silu_grad) GDN_BINARY_CASE(softplus_grad) GDN_BINARY_CASE(tanh_grad)
-            GDN_BINARY_CASE(abs_grad) GDN_BINARY_CASE(rsqrt_grad) GDN_BINARY_CASE(sqrt_grad)
-                GDN_BINARY_CASE(pow_grad) GDN_BINARY_CASE(maximum) GDN_BINARY_CASE(minimum)
+    GDN_BINARY_CASE(add);
+    GDN_BINARY_CASE(sub);
+    GDN_BINARY_CASE(mul);
+    GDN_BINARY_CASE(div);
+    GDN_BINARY_CASE(sigmoid_grad);
+    GDN_BINARY_CASE(silu_grad);
+    GDN_BINARY_CASE(softplus_grad);
+    GDN_BINARY_CASE(tanh_grad);
+    GDN_BINARY_CASE(abs_grad);
+    GDN_BINARY_CASE(rsqrt_grad);
+    GDN_BINARY_CASE(sqrt_grad);
+    GDN_BINARY_CASE(pow_grad);
+    GDN_BINARY_CASE(maximum);
+    GDN_BINARY_CASE(minimum);
   }
   return f(std::integral_constant<Binary, Binary::add>{});
 }
