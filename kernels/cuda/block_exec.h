@@ -147,31 +147,28 @@ GDN_HD uint32_t load_bf16x2(const bf16* p) {
 #endif
 }
 
-// Operands over values stored in E with leading dimension ld (even, and p 4-byte aligned for
-// bf16): RowsOf x(i, l) = p[i ld + l], ColsOf x(l, j) = p[j ld + l] (a transposed matrix). Both
-// are contiguous along the contraction index l, so bf16 pairs (l, l + 1) load as one word.
-template <typename Acc, typename E>
-struct RowsOf {
+// An operand over values stored in E with leading dimension ld (even, and p 4-byte aligned for
+// bf16), contiguous along the contraction index l, so bf16 pairs (l, l + 1) load as one word:
+// as an A operand x(i, l) = p[i ld + l] (RowsOf), as a B operand x(l, j) = p[j ld + l] (ColsOf,
+// a transposed matrix).
+template <typename Acc, typename E, bool kIsB>
+struct ContractionMajor {
   const E* p;
   int ld;
-  GDN_HD Acc operator()(int i, int l) const { return Acc(p[i * ld + l]); }
-  GDN_HD uint32_t kpair(int i, int l) const { return load_bf16x2(p + i * ld + l); }
+  GDN_HD const E* at(int x, int y) const { return kIsB ? p + y * ld + x : p + x * ld + y; }
+  GDN_HD Acc operator()(int x, int y) const { return Acc(*at(x, y)); }
+  GDN_HD uint32_t kpair(int x, int y) const { return load_bf16x2(at(x, y)); }
 };
 template <typename Acc, typename E>
-struct ColsOf {
-  const E* p;
-  int ld;
-  GDN_HD Acc operator()(int l, int j) const { return Acc(p[j * ld + l]); }
-  GDN_HD uint32_t kpair(int l, int j) const { return load_bf16x2(p + j * ld + l); }
-};
+using RowsOf = ContractionMajor<Acc, E, false>;
+template <typename Acc, typename E>
+using ColsOf = ContractionMajor<Acc, E, true>;
 
 // Whether an operand hands out bf16 pairs along the contraction (RowsOf / ColsOf over bf16).
 template <class Op>
 struct HasKPair : std::false_type {};
-template <typename Acc>
-struct HasKPair<RowsOf<Acc, bf16>> : std::true_type {};
-template <typename Acc>
-struct HasKPair<ColsOf<Acc, bf16>> : std::true_type {};
+template <typename Acc, bool kIsB>
+struct HasKPair<ContractionMajor<Acc, bf16, kIsB>> : std::true_type {};
 
 // The A words of lane `lane` for the tile at rows i0.., columns k0.. of a(i, l).
 template <class Aop>
