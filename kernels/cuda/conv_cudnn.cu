@@ -77,21 +77,13 @@ const char* math_name(cudnnMathType_t m) {
   }
 }
 
-// One cuDNN handle per (host thread, device, stream): a handle must not be used by two host
-// threads at once and is bound to one stream. Handles live until the process exits (destroying
-// them during static destruction, after the CUDA runtime may be gone, fails).
 cudnnHandle_t handle_for(cudaStream_t stream) {
-  int device = 0;
-  GDN_KCUDA_CHECK(cudaGetDevice(&device));
-  thread_local std::map<std::pair<int, cudaStream_t>, cudnnHandle_t> handles;
-  const auto key = std::make_pair(device, stream);
-  auto it = handles.find(key);
-  if (it != handles.end()) return it->second;
-  cudnnHandle_t h = nullptr;
-  GDN_KCUDNN_CHECK(cudnnCreate(&h));
-  GDN_KCUDNN_CHECK(cudnnSetStream(h, stream));
-  handles.emplace(key, h);
-  return h;
+  return handle_per_stream<cudnnHandle_t>(stream, [](cudaStream_t s) {
+    cudnnHandle_t h = nullptr;
+    GDN_KCUDNN_CHECK(cudnnCreate(&h));
+    GDN_KCUDNN_CHECK(cudnnSetStream(h, s));
+    return h;
+  });
 }
 
 enum Pass { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };

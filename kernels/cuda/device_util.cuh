@@ -1,12 +1,15 @@
 // Device helpers shared by the CUDA kernels of reduce.cu, nn.cu, gemm.cu and gdr_*.cu: error
-// checks that throw (kernels know nothing of src/core), exp in the accumulator type, and
+// checks that throw (kernels know nothing of src/core), library handles per stream, exp in the
+// accumulator type, and
 // deterministic warp and block reductions (a fixed tree, never atomics: the same input gives the
 // same bits on every run).
 #pragma once
 #include <cuda_runtime.h>
 
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/numeric.h"
 
@@ -28,6 +31,21 @@ inline cudaStream_t as_stream(void* s) {
 
 // After a launch: reports a bad launch configuration at the call that made it.
 #define GDN_KCUDA_LAUNCHED(what) GDN_KCUDA_CHECK(cudaPeekAtLastError())
+
+// A library handle (cuBLAS, cuDNN) for the current device and `stream`, made by create(stream)
+// on first use: one per (host thread, device, stream), since a handle must not be used by two
+// host threads at once and is bound to one stream. Handles live until the process exits
+// (destroying them during static destruction, after the CUDA runtime may be gone, fails).
+template <typename Handle, class Create>
+Handle handle_per_stream(cudaStream_t stream, const Create& create) {
+  int device = 0;
+  GDN_KCUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<std::pair<int, cudaStream_t>, Handle> handles;
+  const auto key = std::make_pair(device, stream);
+  auto it = handles.find(key);
+  if (it == handles.end()) it = handles.emplace(key, create(stream)).first;
+  return it->second;
+}
 
 __device__ __forceinline__ float acc_exp(float x) {
   return expf(x);

@@ -6,10 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <map>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <type_traits>
 
 #include "kernels/cuda/device_util.cuh"
@@ -30,23 +28,15 @@ namespace {
                                std::to_string(__LINE__) + ")");                          \
   } while (0)
 
-// One handle per (host thread, device, stream): a cuBLAS handle must not be used by two host
-// threads at once, and it is bound to one stream. Handles live until the process exits (destroying
-// them during static destruction, after the CUDA runtime may be gone, fails).
 cublasHandle_t handle_for(cudaStream_t stream) {
-  int device = 0;
-  GDN_KCUDA_CHECK(cudaGetDevice(&device));
-  thread_local std::map<std::pair<int, cudaStream_t>, cublasHandle_t> handles;
-  auto key = std::make_pair(device, stream);
-  auto it = handles.find(key);
-  if (it != handles.end()) return it->second;
-  cublasHandle_t h = nullptr;
-  GDN_KCUBLAS_CHECK(cublasCreate(&h));
-  GDN_KCUBLAS_CHECK(cublasSetStream(h, stream));
-  // Deterministic and no TF32: fp32 GEMMs are computed in fp32.
-  GDN_KCUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-  handles.emplace(key, h);
-  return h;
+  return handle_per_stream<cublasHandle_t>(stream, [](cudaStream_t s) {
+    cublasHandle_t h = nullptr;
+    GDN_KCUBLAS_CHECK(cublasCreate(&h));
+    GDN_KCUBLAS_CHECK(cublasSetStream(h, s));
+    // Deterministic and no TF32 (set_allow_tf32 changes it per call): fp32 GEMMs in fp32.
+    GDN_KCUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    return h;
+  });
 }
 
 std::atomic<bool> g_allow_tf32{false};
