@@ -1,8 +1,7 @@
 // Device helpers shared by the CUDA kernels of reduce.cu, nn.cu, gemm.cu and gdr_*.cu: error
 // checks that throw (kernels know nothing of src/core), library handles per stream, exp in the
-// accumulator type, and
-// deterministic warp and block reductions (a fixed tree, never atomics: the same input gives the
-// same bits on every run).
+// accumulator type, and deterministic warp and block reductions (a fixed tree, never atomics: the
+// same input gives the same bits on every run).
 #pragma once
 #include <cuda_runtime.h>
 
