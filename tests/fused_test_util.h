@@ -24,11 +24,11 @@ Result run_fused_emulated(const Problem& p, int64_t vt, const Data& d, bool reve
       p, vt, in, ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data()},
       reversed);
   std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
-  std::vector<A> dh0(h0.size()), partial(fused::backward_workspace(p, p.V / vt));
+  std::vector<A> dh0(h0.size()), workspace(fused::backward_workspace(p, sizeof(T)));
   fused::emulate_backward<T>(
       p, vt, in,
-      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(), partial.data(),
-                      dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
+      BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(),
+                      workspace.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
                       p.has_h0 ? dh0.data() : nullptr},
       reversed);
   Result r;

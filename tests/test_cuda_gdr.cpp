@@ -245,6 +245,23 @@ TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
   unsetenv("GDN_FUSED_VT");
 }
 
+// More blocks than the GPU holds at once (1536 at vt = 16: 48 x 8 value heads x 4 tiles, GVA
+// groups of 2 chaining 8 blocks), so blocks handing their running sums on start in several waves:
+// the backward must finish, match the reference as the other tests' fp32 runs do, and give the
+// same bits twice.
+TEST(CudaGdrFused, RunningSumsAcrossWavesOfBlocks) {
+  const Case c{"waves", 48, 70, 4, 8, 32, 64, true, true, Gates::realistic};
+  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
+  const Data d = round_to<float>(make_data(p, c.gates, 29));
+  setenv("GDN_FUSED_VT", "16", 1);
+  ASSERT_EQ(cuda_fused_fallback(p, true, 4), "");
+  const Result first = run_cuda<float>(p, d), second = run_cuda<float>(p, d);
+  unsetenv("GDN_FUSED_VT");
+  expect_close(first, reference(problem_for(c, Impl::recurrent, Residual::minimal, 32), d), 1e-4,
+               false, "fused f32");
+  expect_close(second, first, 0, false, "fused twice");
+}
+
 TEST(CudaGdrFused, SeedShapesRunFusedOnHopperClassParts) {
   int dev = 0, smem = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);

@@ -3,9 +3,10 @@
 // recurrent reference, fp64 and fp32 (CUDA-core path) and bf16 (tensor-core fragments through an
 // exact model of mma.sync), forward o, ht and every gradient, on odd shapes (T not a multiple of
 // C, GVA, several V tiles, K != V, h0/dht or not, strong decay); thread order reversed gives the
-// same bits (no races inside a phase); the mma.sync fragment maps; and the tile plan. What this
-// cannot check (the real mma.sync, barriers, shared-memory limits at launch) is checked by
-// test_cuda_gdr on a GPU.
+// same bits (no races inside a phase); the backward's blocks hand their running sums on in
+// ticket order (a wait no earlier block releases throws); the mma.sync fragment maps; the plan.
+// What this cannot check (the real mma.sync, barriers, shared-memory limits at launch) is checked
+// by test_cuda_gdr on a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -205,18 +206,61 @@ TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
           EXPECT_GE(fo[i + 1], fo[i] + fs[i]) << "forward buffer " << i;
         }
         const fused::BackwardLayout b(C, 128, vt, 256, in_bytes);
-        const int64_t bo[] = {b.S,  b.dS,   b.kq,   b.kkg,  b.p,  b.a,  b.dpg, b.xg,     b.da,
-                              b.yr, b.ksg,  b.qd,   b.dO,   b.kd, b.vn, b.gl,  b.G,      b.gamma,
-                              b.e,  b.beta, b.avec, b.svec, b.zy, b.zk, b.red, b.consts, b.total};
+        const int64_t bo[] = {b.S,    b.dS, b.kq, b.kkg,   b.p,      b.a,      b.dpg,
+                              b.xg,   b.da, b.yr, b.ksg,   b.qd,     b.dO,     b.kd,
+                              b.vn,   b.gl, b.G,  b.gamma, b.e,      b.beta,   b.avec,
+                              b.svec, b.zy, b.zk, b.red,   b.consts, b.ticket, b.total};
         const int64_t bs[] = {128 * vt, 128 * vt, kq,     C * C,  C * C,  C * C,  C * C,
                               C * C,    C * C,    C * vt, C * vt, C * vt, C * vt, C * vt,
                               C * vt,   C,        C,      C,      C,      C,      C,
-                              C,        C,        C,      256,    2};
-        for (int i = 0; i < 26; ++i) {
+                              C,        C,        C,      256,    2,      1};
+        for (int i = 0; i < 27; ++i) {
           EXPECT_EQ(bo[i] % 16, 0);
           EXPECT_GE(bo[i + 1], bo[i] + bs[i]) << "backward buffer " << i;
         }
       }
+}
+
+TEST(FusedPlan, BackwardWorkspaceIsOneSetOfSumsAndTheFlags) {
+  // The seed's largest fp32 shape: dq, dk [B, T, H, K] and dg, dbeta [B, T, HV] once (270 MB,
+  // where a partial per V tile took 8x that at vt = 16), then B * H * NT flags and the counter.
+  const Problem p = shape(4, 8192, 8, 8, 128, 128, 64);
+  const fused::BackwardWorkspace w(fused::dims_of(p, 16), 4);
+  const int64_t keys = 4 * 8192 * 8 * 128, gates = 4 * 8192 * 8;
+  EXPECT_EQ(w.dk - w.dq, keys);
+  EXPECT_EQ(w.dg - w.dk, keys);
+  EXPECT_EQ(w.dbeta - w.dg, gates);
+  EXPECT_EQ(w.flags - w.dbeta, gates);
+  EXPECT_EQ(w.counter, 4 * 8 * 128);
+  EXPECT_EQ(w.elems - w.flags, w.flag_words);  // 4-byte ints in 4-byte elements
+  EXPECT_EQ(fused::backward_workspace(p, 4), w.elems);
+  EXPECT_LT(w.elems * 4, int64_t(280) << 20);
+  // The same for every V tile; fp64 and GVA: flags per key head, sums of dg, dbeta per value head.
+  EXPECT_EQ(fused::BackwardWorkspace(fused::dims_of(p, 64), 4).elems, w.elems);
+  const Problem gva = shape(2, 100, 2, 6, 32, 16, 32);
+  const fused::BackwardWorkspace g(fused::dims_of(gva, 16), 8);
+  EXPECT_EQ(g.dg - g.dk, 2 * 100 * 2 * 32);
+  EXPECT_EQ(g.flags - g.dbeta, 2 * 100 * 6);
+  EXPECT_EQ(g.flag_words, 2 * 2 * 4 + 1);
+  EXPECT_EQ(g.elems - g.flags, (g.flag_words * 4 + 7) / 8);
+}
+
+TEST(BlockHandOff, TicketsInTurnAndAFlagNoBlockReleasedThrows) {
+  // The emulator runs blocks one after another, so a wait for a flag that no earlier block has
+  // released is what would hang the GPU: it throws, naming the values.
+  const cuda::BlockExec ex = cuda::BlockExec::host(256, false);
+  int counter = 0, slot = -1, flag = 0;
+  EXPECT_EQ(ex.claim_ticket(&counter, &slot), 0);
+  EXPECT_EQ(ex.claim_ticket(&counter, &slot), 1);
+  EXPECT_NO_THROW(ex.wait_for(&flag, 0));
+  try {
+    ex.wait_for(&flag, 1);
+    ADD_FAILURE() << "waiting for an unreleased flag did not throw";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("flag value 1, has 0"), std::string::npos) << e.what();
+  }
+  ex.release(&flag, 1);
+  EXPECT_NO_THROW(ex.wait_for(&flag, 1));
 }
 
 // ---- the kernels, emulated, against the fp64 recurrent reference -------------------------------

@@ -26,6 +26,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/numeric.h"
@@ -61,7 +63,60 @@ struct BlockExec {
   GDN_HD void sync() const {
     GDN_DEVICE_SYNC();
   }
+
+  // Blocks that hand results to each other (one waits for a flag another releases) take their
+  // work by ticket, not by blockIdx: tickets are numbered in the order blocks start, so a block
+  // that waits only for smaller tickets waits for blocks already running, and cannot deadlock
+  // whatever order the GPU schedules blocks in. Thread 0 draws from *counter (zero at launch);
+  // `slot` (shared memory) hands the ticket to the other threads. The emulator draws in turn.
+  GDN_HD int claim_ticket(int* counter, int* slot) const {
+#if defined(__CUDA_ARCH__)
+    if (threadIdx.x == 0) *slot = atomicAdd(counter, 1);
+    __syncthreads();
+    return *slot;
+#else
+    (void)slot;
+    return (*counter)++;
+#endif
+  }
+  // Waits until *flag == value (then a barrier): what the block that set it wrote before its
+  // release is visible to every thread here, read through load_coherent. In the emulator, where
+  // blocks run one after another, a flag not yet set is the GPU's deadlock and throws.
+  GDN_HD void wait_for(const int* flag, int value) const {
+#if defined(__CUDA_ARCH__)
+    if (threadIdx.x == 0) {
+      while (*reinterpret_cast<const volatile int*>(flag) != value) __nanosleep(64);
+      __threadfence();
+    }
+    __syncthreads();
+#else
+    if (*flag != value)
+      throw std::logic_error("block waits for flag value " + std::to_string(value) + ", has " +
+                             std::to_string(*flag) + ": no earlier block releases it");
+#endif
+  }
+  // Sets *flag = value once every thread's global writes are visible device-wide (a barrier too).
+  GDN_HD void release(int* flag, int value) const {
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) atomicExch(flag, value);
+#else
+    *flag = value;
+#endif
+  }
 };
+
+// Global memory another block wrote (released through BlockExec::release): read past the
+// multiprocessor's L1, which is not coherent across blocks.
+template <typename A>
+GDN_HD A load_coherent(const A* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldcg(p);
+#else
+  return *p;
+#endif
+}
 
 // for (tid ...) over the threads this caller runs.
 #define GDN_EACH_THREAD(ex, tid) for (int tid = (ex).first; tid != (ex).end; tid += (ex).step)

@@ -2,8 +2,9 @@
 // reduction) for the backward. A block per (batch, value head, V tile) walks the chunks with the
 // state tile and every chunk-local matrix in shared memory (gdr_fused_block.h); bf16 products
 // run on tensor cores (mma.sync, fp32 accumulation), fp32 and fp64 ones on the CUDA cores.
-// Nothing but the outputs, the chunk-start states (the residual) and the backward's partial sums
-// (dq, dk, dg, dbeta per V tile) touches global memory. The plan (gdr_fused_plan.h) picks the V
+// Nothing but the outputs, the chunk-start states (the residual) and the backward's running sums
+// of dq, dk, dg, dbeta (one copy, added to block after block in a fixed order) touches global
+// memory. The plan (gdr_fused_plan.h) picks the V
 // tile from the device's shared memory and multiprocessor count; sizes it cannot cover run the
 // chunked kernels instead (gdr_dispatch.cu).
 #include <cuda_runtime.h>
@@ -71,9 +72,10 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
   const fused::Plan pl = fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) backward: " + pl.why);
   const fused::Dims d = fused::dims_of(p, pl.vt);
-  const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
-                                    a.dht, a.residual, a.workspace, a.dv, a.dh0};
-  fused::launch_backward<fused::LibraryBlock, T>(pl, d, args, a.dq, a.dk, a.dg, a.dbeta, stream);
+  const fused::BackwardArgs<T> args{in.q,  in.k,  in.v,       in.g,        in.beta,
+                                    a.d_o, a.dht, a.residual, a.workspace, a.dq,
+                                    a.dk,  a.dv,  a.dg,       a.dbeta,     a.dh0};
+  fused::launch_backward<fused::LibraryBlock, T>(pl, d, args, stream);
 }
 
 GDN_GDR_CUDA_INSTANTIATE_FWD(fused_forward, cudaStream_t)

@@ -16,9 +16,11 @@
 //   dG_i  = rowsum(dO o gamma Q S)_i - s_i - beta_i rowsum(Z o gamma K S)_i
 //           + rowsum(X)_i - colsum(X)_i (+ sum(s) + gamma_C <S, dS'> at i = C),
 //         X = dP o P + dM o M (strictly lower), s_i = e_i rowsum(K dS' o Vn)_i.
-// Everything but dV and dh0 (per tile) is a sum over the V tiles of what each tile computes from
-// its columns, so a block writes partial dq, dk, dg, dbeta, summed afterwards in a fixed order
-// (reduce_partials).
+// Everything but dV and dh0 (per tile) is a sum over the V tiles (and dq, dk over the value heads
+// of a group) of what each block computes from its columns: the blocks of a group add their parts
+// to one running sum per chunk in a fixed order, handing it on through a flag, and the last one
+// writes the gradient (BackwardWorkspace, gdr_fused_plan.h): deterministic, and one copy of the
+// sums in memory however many tiles there are.
 // Q is stored scaled (scale q), so dq = scale dQ.
 #pragma once
 #include <cstdint>
@@ -71,22 +73,23 @@ struct BackwardArgs {
   const T *q, *k, *v, *g, *beta, *d_o;
   const acc_t<T>* dht;       // null: zero
   const acc_t<T>* residual;  // the chunk-start states
-  acc_t<T>* partial;         // backward_workspace(p, tiles) elements
-  T* dv;
+  acc_t<T>* workspace;       // backward_workspace(p, sizeof(T)) elements, flags zeroed
+  T *dq, *dk, *dv, *dg, *dbeta;
   acc_t<T>* dh0;  // null: not written
 };
 
-// Partial sums of one V tile in the backward workspace: dq, dk [B, T, HV, K], dg, dbeta
-// [B, T, HV], tile after tile.
-struct PartialLayout {
-  int64_t per_tile, dq, dk, dg, dbeta;
-  GDN_HD explicit PartialLayout(const Dims& d) {
-    const int64_t rows = d.B * d.T * d.HV;
-    dq = 0;
-    dk = rows * d.K;
-    dg = 2 * rows * d.K;
-    dbeta = dg + rows;
-    per_tile = dbeta + rows;
+// One block's place in the running sums of its group: blocks (value head j of the group, tile)
+// add chunk c in the order j * NVT + tile; the last of them writes the gradient.
+template <typename A>
+struct SumChain {
+  A *dq, *dk, *dg, *dbeta;  // the running sums (BackwardWorkspace)
+  int* flags;               // [B, H, NT]: blocks of the group that have added chunk c
+  int order, last;          // this block's place; the group's last place (G * NVT - 1)
+  bool first_tile, last_tile;
+
+  // sum = (earlier places' sum) + part, in that order (the first place starts from part).
+  GDN_HD A add(const A* sum, int64_t at, A part, bool first) const {
+    return first ? part : cuda::load_coherent(sum + at) + part;
   }
 };
 
@@ -286,13 +289,27 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
 // ---- backward ---------------------------------------------------------------------------------
 
 template <typename T, class Exec>
-GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>& args, acc_t<T>* sm,
-                           int64_t block) {
+GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
+                           acc_t<T>* sm) {
   using A = acc_t<T>;
   using Path = typename cuda::GemmPath<T>::type;
   const BackwardLayout L(d.C, d.K, d.vt, ex.threads, sizeof(T));
+  const BackwardWorkspace W(d, sizeof(A));
+  A* ws = args.workspace;
+  int* flags = reinterpret_cast<int*>(ws + W.flags);
+  // The ticket orders the blocks of a group (consecutive tickets) as their running sums need.
+  const int64_t block = ex.claim_ticket(flags + W.counter, reinterpret_cast<int*>(sm + L.ticket));
   const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
   const int64_t tile = block % d.NVT, v0 = tile * d.vt;
+  const SumChain<A> chain{ws + W.dq,
+                          ws + W.dk,
+                          ws + W.dg,
+                          ws + W.dbeta,
+                          flags + (b * d.H + h) * d.NT,
+                          int((hv % d.G) * d.NVT + tile),
+                          int(d.G * d.NVT - 1),
+                          tile == 0,
+                          tile == d.NVT - 1};
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
   A *S = sm + L.S, *dS = sm + L.dS, *kkg = sm + L.kkg, *p = sm + L.p;
   A *a = sm + L.a, *dpg = sm + L.dpg, *xg = sm + L.xg, *da = sm + L.da, *yr = sm + L.yr;
@@ -302,8 +319,6 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   A *red = sm + L.red, *consts = sm + L.consts;
   T* kq = reinterpret_cast<T*>(sm + L.kq);
   const T* qs = kq + C * K;  // scale q
-  const PartialLayout PL(d);
-  A* part = args.partial + tile * PL.per_tile;
 
   GDN_EACH_THREAD(ex, tid) {
     for (int x = tid; x < K * VT; x += ex.threads)
@@ -392,7 +407,8 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
       }
     }
     ex.sync();
-    // Z = A^T dVn (over kd);  dA = dVn Y^T;  dQ = (dP o Gam) K + diag(gamma) dO S^T (partial)
+    // Z = A^T dVn (over kd);  dA = dVn Y^T;  then, once the group's earlier blocks have added
+    // chunk c, dQ = (dP o Gam) K + diag(gamma) dO S^T (this block's part, into the running sum)
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return a[l * C + i]; },
         [=](int l, int j) { return qd[l * VT + j]; },
@@ -401,13 +417,20 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         Path{}, ex, C, C, VT, [=](int i, int l) { return qd[i * VT + l]; },
         [=](int l, int j) { return beta[j] * yr[j * VT + l]; },
         [=](int i, int j, A acc) { da[i * C + j] = acc; });
-    A* dq = part + PL.dq;
+    ex.wait_for(chain.flags + c, chain.order);
     cuda::block_gemm<A>(
         Path{}, ex, C, K, C + VT,
         [=](int i, int l) { return l < C ? dpg[i * C + l] : gamma[i] * dO[i * VT + l - C]; },
         [=](int l, int j) { return l < C ? A(kq[l * K + j]) : S[j * VT + l - C]; },
         [=](int i, int j, A acc) {
-          if (i < rows) dq[d.gate(b, t0 + i, hv) * d.K + j] = acc;
+          if (i >= rows) return;
+          const int64_t at = d.qk(b, t0 + i, h) + j;
+          const A sum = chain.add(chain.dq, at, acc, chain.order == 0);
+          if (chain.order == chain.last) {
+            args.dq[at] = from_acc<T>(A(d.scale) * sum);
+          } else {
+            chain.dq[at] = sum;
+          }
         });
     GDN_EACH_THREAD(ex, tid) {
       if (tid == 0) {
@@ -452,8 +475,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
           return j_lo >= i_hi ? KSpan{0, 0} : KSpan{i_lo, C};
         });
     ex.sync();
-    // Bsym = Bm + Bm^T (over p);  dbeta, dg (partial)
-    A *dg = part + PL.dg, *dbeta = part + PL.dbeta;
+    // Bsym = Bm + Bm^T (over p);  dbeta, dg (into the running sums over the V tiles)
     GDN_EACH_THREAD(ex, tid) {
       for (int x = tid; x < C * C; x += ex.threads) {
         const int i = x / C, j = x % C;
@@ -465,13 +487,22 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
       if (tid < rows) {
         A acc = 0;
         for (int j = 0; j < tid; ++j) acc += da[tid * C + j] * kkg[tid * C + j];
-        dbeta[d.gate(b, t0 + tid, hv)] = zy[tid] + acc;
-        dg[d.gate(b, t0 + tid, hv)] = cuda::gate_grad_at(tid, avec, xg, consts[1], C);
+        const int64_t at = d.gate(b, t0 + tid, hv);
+        const A db = chain.add(chain.dbeta, at, zy[tid] + acc, chain.first_tile);
+        const A dg = chain.add(chain.dg, at, cuda::gate_grad_at(tid, avec, xg, consts[1], C),
+                               chain.first_tile);
+        if (chain.last_tile) {
+          args.dbeta[at] = from_acc<T>(db);
+          args.dg[at] = from_acc<T>(dg);
+        } else {
+          chain.dbeta[at] = db;
+          chain.dg[at] = dg;
+        }
       }
     }
     ex.sync();
-    // dK = (dP o Gam)^T Q + Bsym K + diag(e) Vn dS'^T - diag(beta gamma) Z S^T (partial)
-    A* dk = part + PL.dk;
+    // dK = (dP o Gam)^T Q + Bsym K + diag(e) Vn dS'^T - diag(beta gamma) Z S^T (this block's
+    // part, into the running sum); then chunk c is handed to the group's next block
     cuda::block_gemm<A>(
         Path{}, ex, C, K, 2 * C + 2 * VT,
         [=](int i, int l) {
@@ -487,9 +518,16 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
           return S[j * VT + l - 2 * C - VT];
         },
         [=](int i, int j, A acc) {
-          if (i < rows) dk[d.gate(b, t0 + i, hv) * d.K + j] = acc;
+          if (i >= rows) return;
+          const int64_t at = d.qk(b, t0 + i, h) + j;
+          const A sum = chain.add(chain.dk, at, acc, chain.order == 0);
+          if (chain.order == chain.last) {
+            args.dk[at] = from_acc<T>(sum);
+          } else {
+            chain.dk[at] = sum;
+          }
         });
-    ex.sync();
+    ex.release(chain.flags + c, chain.order + 1);  // a barrier too
     // dS = gamma_C dS' + (diag(gamma) Q)^T dO - K^T diag(beta gamma) Z
     const A gamma_c = gamma[C - 1];
     cuda::block_gemm<A>(
@@ -507,39 +545,6 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         args.dh0[(s * d.K + x / VT) * d.V + v0 + x % VT] = dS[x];
     }
   }
-}
-
-// The gradients from the partials, element i of the flat outputs (grid-stride over
-// B*T*H*K + B*T*HV): dq, dk summed over the group's value heads, then the V tiles, in that fixed
-// order (dq times scale); dg, dbeta summed over the V tiles.
-template <typename T>
-GDN_HD void reduce_partials(const Dims& d, const acc_t<T>* partial, int64_t i, T* dq, T* dk, T* dg,
-                            T* dbeta) {
-  using A = acc_t<T>;
-  const PartialLayout PL(d);
-  const int64_t qk_elems = d.B * d.T * d.H * d.K;
-  if (i < qk_elems) {
-    const int64_t l = i % d.K, bth = i / d.K, h = bth % d.H, bt = bth / d.H;
-    A sq = 0, sk = 0;
-    for (int64_t j = 0; j < d.G; ++j) {
-      const int64_t row = (bt * d.HV + h * d.G + j) * d.K + l;
-      for (int64_t tile = 0; tile < d.NVT; ++tile) {
-        sq += partial[tile * PL.per_tile + PL.dq + row];
-        sk += partial[tile * PL.per_tile + PL.dk + row];
-      }
-    }
-    dq[i] = from_acc<T>(A(d.scale) * sq);
-    dk[i] = from_acc<T>(sk);
-    return;
-  }
-  const int64_t r = i - qk_elems;
-  A sg = 0, sb = 0;
-  for (int64_t tile = 0; tile < d.NVT; ++tile) {
-    sg += partial[tile * PL.per_tile + PL.dg + r];
-    sb += partial[tile * PL.per_tile + PL.dbeta + r];
-  }
-  dg[r] = from_acc<T>(sg);
-  dbeta[r] = from_acc<T>(sb);
 }
 
 }  // namespace gdn::gdr::fused

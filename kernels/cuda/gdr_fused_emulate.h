@@ -7,6 +7,7 @@
 // tensor-core fragment code and an exact model of mma.sync (block_exec.h). Slow; for tests and
 // the kernel development loop, not for use.
 #pragma once
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -34,22 +35,26 @@ void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
   }
 }
 
-// `partial` must hold backward_workspace(p, V / vt) elements.
+// `a.workspace` must hold backward_workspace(p, sizeof(T)) elements. Its running sums start as
+// NaN (a sum read before a block wrote it poisons the gradients), its flags as zero; each block
+// takes its place by ticket, as on the GPU, and a wait for a flag no earlier block has released
+// (the GPU's deadlock) throws.
 template <typename T>
 void emulate_backward(const Problem& p, int64_t vt, const Inputs<T>& in,
                       const gdr::BackwardArgs<T>& a, bool reversed) {
   using A = acc_t<T>;
   const Dims d = dims_of(p, vt);
-  const BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
-                             a.dht, a.residual, a.workspace, a.dv, a.dh0};
+  const BackwardArgs<T> args{in.q,        in.k, in.v, in.g, in.beta, a.d_o,   a.dht, a.residual,
+                             a.workspace, a.dq, a.dk, a.dv, a.dg,    a.dbeta, a.dh0};
+  const BackwardWorkspace w(d, sizeof(A));
+  std::fill_n(a.workspace, w.flags, poison<A>());
+  std::fill_n(reinterpret_cast<int*>(a.workspace + w.flags), w.flag_words, 0);
   std::vector<A> smem(BackwardLayout(d.C, d.K, d.vt, kThreads, sizeof(T)).total);
   const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
-  for (int64_t block = 0; block < d.blocks(); ++block) {
+  for (int64_t n = 0; n < d.blocks(); ++n) {
     std::fill(smem.begin(), smem.end(), poison<A>());
-    backward_block<T>(ex, d, args, smem.data(), block);
+    backward_block<T>(ex, d, args, smem.data());
   }
-  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
-  for (int64_t i = 0; i < n; ++i) reduce_partials<T>(d, a.workspace, i, a.dq, a.dk, a.dg, a.dbeta);
 }
 
 }  // namespace gdn::gdr::fused

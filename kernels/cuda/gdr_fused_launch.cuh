@@ -22,9 +22,8 @@ struct LibraryBlock {
   }
   template <typename T, class Exec>
   __device__ __forceinline__ static void backward(const Exec& ex, const Dims& d,
-                                                  const BackwardArgs<T>& args, acc_t<T>* sm,
-                                                  int64_t block) {
-    backward_block<T>(ex, d, args, sm, block);
+                                                  const BackwardArgs<T>& args, acc_t<T>* sm) {
+    backward_block<T>(ex, d, args, sm);
   }
 };
 
@@ -38,16 +37,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(Dims d, ForwardArg
 template <class Block, typename T>
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(Dims d, BackwardArgs<T> args) {
   extern __shared__ __align__(16) unsigned char smem[];
-  Block::template backward<T>(cuda::BlockExec::device(), d, args, reinterpret_cast<acc_t<T>*>(smem),
-                              blockIdx.x);
-}
-
-template <typename T>
-__global__ void reduce_kernel(Dims d, const acc_t<T>* partial, T* dq, T* dk, T* dg, T* dbeta) {
-  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    reduce_partials<T>(d, partial, i, dq, dk, dg, dbeta);
+  Block::template backward<T>(cuda::BlockExec::device(), d, args,
+                              reinterpret_cast<acc_t<T>*>(smem));  // its place: by ticket
 }
 
 template <typename Kernel>
@@ -66,18 +57,17 @@ void launch_forward(const Plan& pl, const Dims& d, const ForwardArgs<T>& args,
   GDN_KCUDA_LAUNCHED("gdr fused forward");
 }
 
-// One backward: the blocks write partial dq, dk, dg, dbeta into args.partial, then the
-// reduction writes the gradients.
+// One backward: the flags and the ticket counter zeroed, then the blocks, which sum dq, dk, dg,
+// dbeta through the workspace and write the gradients (gdr_fused_block.h).
 template <class Block, typename T>
-void launch_backward(const Plan& pl, const Dims& d, const BackwardArgs<T>& args, T* dq, T* dk,
-                     T* dg, T* dbeta, cudaStream_t stream) {
+void launch_backward(const Plan& pl, const Dims& d, const BackwardArgs<T>& args,
+                     cudaStream_t stream) {
+  const BackwardWorkspace w(d, sizeof(acc_t<T>));
+  GDN_KCUDA_CHECK(cudaMemsetAsync(args.workspace + w.flags, 0, size_t(w.flag_words) * 4, stream));
   allow_smem(backward_kernel<Block, T>, pl.smem_bytes);
   backward_kernel<Block, T>
       <<<unsigned(pl.blocks), kThreads, size_t(pl.smem_bytes), stream>>>(d, args);
   GDN_KCUDA_LAUNCHED("gdr fused backward");
-  const int64_t n = d.B * d.T * (d.H * d.K + d.HV);
-  reduce_kernel<T><<<cuda::grid_1d(n, 256), 256, 0, stream>>>(d, args.partial, dq, dk, dg, dbeta);
-  GDN_KCUDA_LAUNCHED("gdr fused reduce");
 }
 
 }  // namespace gdn::gdr::fused

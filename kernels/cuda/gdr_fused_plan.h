@@ -10,7 +10,7 @@
 //             16 x C block row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
 //   backward: S, dS (K x vt), [k; scale q], KK o Gam, P, A, dP o Gam, X (the gate term), dA
 //             (C x C), Yr, gamma K S, dVn, dO, K dS' (then Z), Vn (C x vt), nine C-vectors,
-//             one partial sum per thread.
+//             one partial sum per thread, the block's ticket.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -87,7 +87,7 @@ struct ForwardLayout {
 // is dead until dP is formed; Z is written over K dS', dVn over gamma Q S o dO).
 struct BackwardLayout {
   int64_t S, dS, kq, kkg, p, a, dpg, xg, da, yr, ksg, qd, dO, kd, vn;
-  int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, total;
+  int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, ticket, total;
   GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads, int64_t in_bytes) {
     OffsetCarver c;
     auto take = [&](int64_t n) { return c.take(n); };
@@ -117,6 +117,7 @@ struct BackwardLayout {
     zk = take(C);
     red = take(threads);
     consts = take(2);
+    ticket = take(1);  // an int: the block's ticket (BlockExec::claim_ticket)
     total = c.at;
   }
 };
@@ -190,11 +191,29 @@ inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem
   return pl;
 }
 
-// Accumulator elements of the backward's workspace: per V tile, partial dq and dk (the value
-// heads of a group and the V tiles are summed afterwards, in a fixed order) and partial dg and
-// dbeta (summed over the V tiles).
-inline int64_t backward_workspace(const Problem& p, int64_t tiles) {
-  return tiles * p.B * p.T * p.HV * (2 * p.K + 2);
+// The backward's workspace, in accumulator elements (acc_bytes each): running sums of dq, dk
+// [B, T, H, K] and dg, dbeta [B, T, HV], then int32 flags [B, H, NT] and the ticket counter,
+// which must be zero at launch. The blocks of a key head's group (value head j of G, V tile of
+// NVT) add their parts chunk by chunk in the fixed order j * NVT + tile: flag (b, h, c) counts
+// the blocks that have added chunk c, and the last one writes the gradients. One set of sums
+// whatever the V tiling, instead of a partial per tile.
+struct BackwardWorkspace {
+  int64_t dq, dk, dg, dbeta, flags, counter, flag_words, elems;
+  GDN_HD BackwardWorkspace(const Dims& d, int64_t acc_bytes) {
+    const int64_t keys = d.B * d.T * d.H * d.K, gates = d.B * d.T * d.HV;
+    dq = 0;
+    dk = keys;
+    dg = 2 * keys;
+    dbeta = dg + gates;
+    flags = dbeta + gates;       // acc elements before the flags
+    counter = d.B * d.H * d.NT;  // int32 index of the counter among the flags
+    flag_words = counter + 1;
+    elems = flags + (flag_words * 4 + acc_bytes - 1) / acc_bytes;
+  }
+};
+
+inline int64_t backward_workspace(const Problem& p, int64_t in_bytes) {
+  return BackwardWorkspace(dims_of(p, p.V), acc_bytes_of(in_bytes)).elems;
 }
 
 }  // namespace gdn::gdr::fused

@@ -21,9 +21,9 @@ struct LabBlock {
   }
   template <typename T, class Exec>
   __device__ __forceinline__ static void backward(const Exec& ex, const fused::Dims& d,
-                                                  const fused::BackwardArgs<T>& args, acc_t<T>* sm,
-                                                  int64_t block) {
-    fused::backward_block<T>(ex, d, args, sm, block);
+                                                  const fused::BackwardArgs<T>& args,
+                                                  acc_t<T>* sm) {
+    fused::backward_block<T>(ex, d, args, sm);
   }
 };
 

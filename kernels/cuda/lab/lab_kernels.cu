@@ -23,9 +23,10 @@ template <typename T>
 void lab_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* stream) {
   const fused::Plan pl = cuda_detail::fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("lab backward: " + pl.why);
-  const fused::BackwardArgs<T> args{in.q,  in.k,       in.v,        in.g, in.beta, a.d_o,
-                                    a.dht, a.residual, a.workspace, a.dv, a.dh0};
-  fused::launch_backward<LabBlock, T>(pl, fused::dims_of(p, pl.vt), args, a.dq, a.dk, a.dg, a.dbeta,
+  const fused::BackwardArgs<T> args{in.q,  in.k,  in.v,       in.g,        in.beta,
+                                    a.d_o, a.dht, a.residual, a.workspace, a.dq,
+                                    a.dk,  a.dv,  a.dg,       a.dbeta,     a.dh0};
+  fused::launch_backward<LabBlock, T>(pl, fused::dims_of(p, pl.vt), args,
                                       static_cast<cudaStream_t>(stream));
 }
 
