@@ -159,6 +159,13 @@ TEST(FusedPlan, ChoosesTheTileByPredictedTime) {
   EXPECT_EQ(fused::plan(wide, false, 4, kH200Smem, kH200Sms).vt, 64);
   // An override wins when it fits.
   EXPECT_EQ(fused::plan(p, false, 4, kH200Smem, kH200Sms, 16).vt, 16);
+  // Registers bound the resident blocks too: with C = 16 a multiprocessor's shared memory holds 5
+  // blocks of vt = 32 or 3 of vt = 64, and the narrower tile is predicted faster; at 200
+  // registers a thread one block is resident, and the wider tile (repeating less of the key
+  // products) wins.
+  const Problem small_chunks = shape(16, 2048, 16, 16, 128, 128, 16);
+  EXPECT_EQ(fused::plan(small_chunks, false, 4, kH200Smem, kH200Sms).vt, 32);
+  EXPECT_EQ(fused::plan(small_chunks, false, 4, kH200Smem, kH200Sms, 0, 200).vt, 64);
 }
 
 TEST(FusedPlan, Bf16KeysInSharedMemoryWidenTheTile) {

@@ -82,10 +82,16 @@ struct BlockExec {
   // Waits until *flag == value (then a barrier): what the block that set it wrote before its
   // release is visible to every thread here, read through load_coherent. In the emulator, where
   // blocks run one after another, a flag not yet set is the GPU's deadlock and throws.
+  // On the GPU a wait of over 2^35 cycles (about 20 s; a real one lasts microseconds) is a logic
+  // error: it traps (the launch fails with an illegal-instruction error) rather than hang.
   GDN_HD void wait_for(const int* flag, int value) const {
 #if defined(__CUDA_ARCH__)
     if (threadIdx.x == 0) {
-      while (*reinterpret_cast<const volatile int*>(flag) != value) __nanosleep(64);
+      const long long start = clock64();
+      while (*reinterpret_cast<const volatile int*>(flag) != value) {
+        if (clock64() - start > (1ll << 35)) __trap();
+        __nanosleep(64);
+      }
       __threadfence();
     }
     __syncthreads();
@@ -95,12 +101,16 @@ struct BlockExec {
                              std::to_string(*flag) + ": no earlier block releases it");
 #endif
   }
-  // Sets *flag = value once every thread's global writes are visible device-wide (a barrier too).
+  // Sets *flag = value once every thread's global writes are visible device-wide (a barrier too):
+  // the barrier orders the block's writes before thread 0, whose fence then releases them all
+  // (the pattern of cooperative groups' grid sync).
   GDN_HD void release(int* flag, int value) const {
 #if defined(__CUDA_ARCH__)
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) atomicExch(flag, value);
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicExch(flag, value);
+    }
 #else
     *flag = value;
 #endif

@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/gdr_common.cuh"
@@ -46,11 +48,37 @@ int64_t vt_override() {
   return s ? std::atoll(s) : 0;
 }
 
+// Registers per thread of the library's fused kernel for this direction and input size.
+template <typename T>
+int kernel_regs(bool backward) {
+  cudaFuncAttributes attr{};
+  if (backward) {
+    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::backward_kernel<fused::LibraryBlock, T>));
+  } else {
+    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::forward_kernel<fused::LibraryBlock, T>));
+  }
+  return attr.numRegs;
+}
+int kernel_regs(bool backward, int64_t in_bytes) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, bool, int64_t>, int> cache;  // (device, backward, in_bytes)
+  int dev = 0;
+  GDN_KCUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  int& regs = cache[{dev, backward, in_bytes}];
+  if (regs == 0)
+    regs = in_bytes == 2   ? kernel_regs<bf16>(backward)
+           : in_bytes == 8 ? kernel_regs<double>(backward)
+                           : kernel_regs<float>(backward);
+  return regs;
+}
+
 }  // namespace
 
 fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
   const DeviceLimits lim = device_limits();
-  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, vt_override());
+  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, vt_override(),
+                     kernel_regs(backward, in_bytes));
 }
 
 template <typename T>

@@ -148,11 +148,12 @@ inline double block_macs(const Problem& p, int64_t vt, bool backward) {
 
 // Picks vt among 64, 32, 16 (dividing V, fitting smem_limit, the device's opt-in shared memory
 // per block) by the least predicted time on `sms` multiprocessors: waves of resident blocks
-// times the multiply-adds of a block (blocks sharing a multiprocessor share its throughput).
-// vt_override > 0 forces one. Unsupported sizes (K or V not a multiple of 16) and shapes that
-// fit no tile give ok = false with the reason.
+// (as many per multiprocessor as its shared memory and, given regs_per_thread > 0, its 64K
+// registers hold) times the multiply-adds of a block (blocks sharing a multiprocessor share its
+// throughput). vt_override > 0 forces one. Unsupported sizes (K or V not a multiple of 16) and
+// shapes that fit no tile give ok = false with the reason.
 inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem_limit, int64_t sms,
-                 int64_t vt_override = 0) {
+                 int64_t vt_override = 0, int64_t regs_per_thread = 0) {
   Plan pl;
   if (p.K % 16 != 0 || p.V % 16 != 0) {
     pl.why = "K and V must be multiples of 16 (K " + std::to_string(p.K) + ", V " +
@@ -167,7 +168,9 @@ inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem
     if (bytes > smem_limit) continue;
     const int64_t blocks = p.B * p.HV * (p.V / vt);
     int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
-    per_sm = per_sm < 1 ? 1 : (per_sm > 2048 / kThreads ? 2048 / kThreads : per_sm);
+    per_sm = std::min(per_sm, int64_t(2048 / kThreads));
+    if (regs_per_thread > 0) per_sm = std::min(per_sm, 65536 / (regs_per_thread * kThreads));
+    per_sm = std::max(per_sm, int64_t(1));
     const int64_t slots = sms * per_sm, waves = (blocks + slots - 1) / slots;
     const int64_t sharing = std::min(per_sm, (blocks + sms - 1) / sms);
     const double time = double(waves * sharing) * block_macs(p, vt, backward);
