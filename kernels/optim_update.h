@@ -1,5 +1,6 @@
 // Per-element optimizer updates shared by the CPU and CUDA kernels (kernels/{cpu,cuda}/adamw,
-// sgd), so both devices compute the same expression in the same order. The host folds the
+// sgd), so both devices compute the same expression in the same order (to the last bit only up
+// to nvcc's contraction of a * b + c into one fused multiply-add). The host folds the
 // step-dependent scalars (bias corrections, lr * weight decay) into a coefficient struct in
 // fp64 once per tensor; the element math runs in the accumulator type A (fp32, fp64 for fp64).
 #pragma once

@@ -28,8 +28,16 @@ inline cudaStream_t as_stream(void* s) {
                                std::to_string(__LINE__) + ")");                        \
   } while (0)
 
-// After a launch: reports a bad launch configuration at the call that made it.
-#define GDN_KCUDA_LAUNCHED(what) GDN_KCUDA_CHECK(cudaPeekAtLastError())
+// After a launch: reports a bad launch configuration at the call that made it, naming the kernel
+// (and clears it, so later launches are not blamed for it).
+#define GDN_KCUDA_LAUNCHED(what)                                                       \
+  do {                                                                                 \
+    cudaError_t gdn_kerr_ = cudaGetLastError();                                        \
+    if (gdn_kerr_ != cudaSuccess)                                                      \
+      throw std::runtime_error(std::string("CUDA error launching ") + (what) + ": " +  \
+                               cudaGetErrorString(gdn_kerr_) + " (" + __FILE__ + ":" + \
+                               std::to_string(__LINE__) + ")");                        \
+  } while (0)
 
 // A library handle (cuBLAS, cuDNN) for the current device and `stream`, made by create(stream)
 // on first use: one per (host thread, device, stream), since a handle must not be used by two

@@ -208,17 +208,17 @@ __global__ void copy_u_kernel(Dims d, const A* wu, A* vn) {
   }
 }
 
-}  // namespace
-
 // Loads q, k (key tiles), v, gates (value tiles) of every chunk; [KK; QK] = [k; q] k^T.
 template <typename T, typename A>
 void load_all(const Dims& d, const Inputs<T>& in, const ChunkedBuffers<A>& w, cudaStream_t s) {
   const int64_t C = d.C, K = d.K, nk = d.B * d.H * d.NT, nv = d.B * d.HV * d.NT;
   load_keys_kernel<T, A><<<grid_1d(nk * C * K, kThreads), kThreads, 0, s>>>(d, in.q, in.k, w.kq);
+  GDN_KCUDA_LAUNCHED("gdr chunked load keys");
   load_values_kernel<T, A><<<grid_1d(nv * C * d.V, kThreads), kThreads, 0, s>>>(d, in.v, w.v);
+  GDN_KCUDA_LAUNCHED("gdr chunked load values");
   load_gates_kernel<T, A>
       <<<grid_1d(nv, kThreads), kThreads, 0, s>>>(d, in.g, in.beta, w.G, w.gamma, w.e, w.beta);
-  GDN_KCUDA_LAUNCHED("gdr chunked load");
+  GDN_KCUDA_LAUNCHED("gdr chunked load gates");
   gemm_strided_batched<A>(false, true, 2 * C, C, K, 1.0, w.kq, K, 2 * C * K, w.kq, K, 2 * C * K,
                           0.0, w.kqk, C, 2 * C * C, nk, s);
 }
@@ -243,5 +243,7 @@ void copy_u(const Dims& d, const ChunkedBuffers<A>& w, cudaStream_t s) {
       <<<grid_1d(d.B * d.HV * d.NT * d.C * d.V, kThreads), kThreads, 0, s>>>(d, w.wu, w.vn);
   GDN_KCUDA_LAUNCHED("gdr chunked copy U");
 }
+
+}  // namespace
 
 }  // namespace gdn::gdr::cuda_detail

@@ -143,6 +143,7 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
   load_all(d, in, w, stream);
   load_values_kernel<T, A>
       <<<grid_1d(nv * C * V, kThreads), kThreads, 0, stream>>>(d, args.d_o, w.d_o);
+  GDN_KCUDA_LAUNCHED("gdr chunked load dO");
   prepare_chunks(d, w, p.residual == Residual::full, w.gam, stream);
   // Vn = U - W S
   copy_u(d, w, stream);

@@ -156,6 +156,7 @@ void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& 
   if (args.dbeta) {
     const int64_t n = p.B * p.T * p.HV;
     zero_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, stream>>>(args.dbeta, n);
+    GDN_KCUDA_LAUNCHED("gdr ssd dbeta zero");
   }
   ssd_backward_kernel<T><<<unsigned(p.B * p.H), kThreads, 0, stream>>>(dims_of(p), in, args, L);
   GDN_KCUDA_LAUNCHED("gdr ssd backward");
