@@ -15,9 +15,13 @@ namespace gdn::ops::detail {
 Device common_device(const char* op, const std::vector<Tensor>& ts);
 void check_floating(const char* op, const Tensor& t);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+// The stream of a CUDA device, which it also makes current (kernels launch on the current
+// device; library handles are cached per current device).
 inline void* stream_of(Device d) {
 #if defined(GDN_WITH_CUDA)
-  return d.is_cuda() ? cuda::current_stream(d.index) : nullptr;
+  if (!d.is_cuda()) return nullptr;
+  cuda::set_device(d.index);
+  return cuda::current_stream(d.index);
 #else
   (void)d;
   return nullptr;

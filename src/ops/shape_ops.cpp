@@ -83,7 +83,7 @@ void copy_raw(Tensor& dst, const Tensor& src) {
   } else if (sd.is_cuda() && dd.is_cpu()) {
     cuda::memcpy_d2h(target.data_ptr(), staged.data_ptr(), target.nbytes(), sd.index);
   } else {
-    cuda::memcpy_d2d(target.data_ptr(), staged.data_ptr(), target.nbytes(), dd.index);
+    cuda::memcpy_d2d(target.data_ptr(), dd.index, staged.data_ptr(), sd.index, target.nbytes());
   }
   if (!target.same(dst)) copy_raw(dst, target);
 #else

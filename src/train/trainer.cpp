@@ -89,9 +89,12 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
   if (!comm_) {
     const dist::LaunchInfo launch = dist::launch_info();
     // One process per GPU: "auto" and "cuda" take the device of the local rank.
-    if (launch.world_size > 1 && device_.is_cuda() &&
-        (cfg_.train.device == "auto" || cfg_.train.device == "cuda"))
+    if (launch.world_size > 1 && device_.is_cuda()) {
+      GDN_CHECK(cfg_.train.device == "auto" || cfg_.train.device == "cuda",
+                "train.device: ", cfg_.train.device, " names one GPU for all ", launch.world_size,
+                " ranks; use `cuda` (or `auto`) so each rank takes the GPU of its local rank");
       device_ = Device::cuda(launch.local_rank % cuda_device_count());
+    }
     comm_ = dist::make_communicator(cfg_.dist.backend, device_, cfg_.dist.timeout_s);
   }
 #if defined(GDN_WITH_CUDA)

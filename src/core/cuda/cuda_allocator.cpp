@@ -47,11 +47,17 @@ class CachingAllocator final : public Allocator {
     set_device(index_);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, size);
-    if (err != cudaSuccess) {
+    if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       release_cached();
       err = cudaMalloc(&p, size);
     }
+    // Any other error is sticky, left by an earlier kernel that faulted: not a memory problem.
+    if (err != cudaSuccess && err != cudaErrorMemoryAllocation)
+      GDN_FAIL("CUDA error on cuda:", index_, " allocating ", format_bytes(int64_t(size)), ": ",
+               cudaGetErrorString(err),
+               " (an earlier kernel probably failed; CUDA_LAUNCH_BLOCKING=1 reports it where it "
+               "happens)");
     if (err != cudaSuccess) {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;
@@ -85,10 +91,8 @@ class CachingAllocator final : public Allocator {
     for (auto& [stream, list] : free_) {
       // Blocks may still be in use by queued kernels on their stream.
       cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-      for (auto& [size, p] : list) {
-        cudaFree(p);
-        reserved_ -= size;
-      }
+      for (auto& [size, p] : list)
+        if (cudaFree(p) == cudaSuccess) reserved_ -= size;
       list.clear();
     }
   }

@@ -1,5 +1,6 @@
-// Per-device CUDA state, created on first use: one non-blocking stream and one cuBLAS handle
-// per device. All ops on a device run on its stream, in order.
+// Per-device CUDA state, created on first use: one non-blocking stream per device (the cuBLAS and
+// cuDNN handles are per stream: kernels/cuda/device_util.cuh). All ops on a device run on its
+// stream, in order.
 #include "src/core/cuda/cuda_context.h"
 
 #include <array>
@@ -13,7 +14,6 @@ namespace {
 constexpr int kMaxDevices = 16;
 struct DeviceState {
   cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
 };
 std::array<DeviceState, kMaxDevices> g_state;
 std::mutex g_mu;
@@ -70,24 +70,20 @@ void memcpy_d2h(void* dst, const void* src, size_t bytes, int index) {
   GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void memcpy_d2d(void* dst, const void* src, size_t bytes, int index) {
-  auto stream = static_cast<cudaStream_t>(current_stream(index));
-  set_device(index);
-  GDN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-}
-
-void* cublas_handle(int index) {
-  void* stream = current_stream(index);
-  std::lock_guard<std::mutex> lock(g_mu);
-  DeviceState& s = state(index);
-  if (!s.cublas) {
-    set_device(index);
-    GDN_CUBLAS_CHECK(cublasCreate(&s.cublas));
-    GDN_CUBLAS_CHECK(cublasSetStream(s.cublas, static_cast<cudaStream_t>(stream)));
-    // Deterministic, no TF32 unless a config asks for it.
-    GDN_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+void memcpy_d2d(void* dst, int dst_index, const void* src, int src_index, size_t bytes) {
+  if (src_index == dst_index) {  // ordered with the device's other work by its stream
+    auto stream = static_cast<cudaStream_t>(current_stream(dst_index));
+    set_device(dst_index);
+    GDN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    return;
   }
-  return s.cublas;
+  // Across devices: src is complete once its stream drains, and may be freed (and reused by its
+  // stream) as soon as this returns, so the copy finishes first.
+  synchronize(src_index);
+  auto stream = static_cast<cudaStream_t>(current_stream(dst_index));
+  set_device(dst_index);
+  GDN_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_index, src, src_index, bytes, stream));
+  GDN_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::string device_name(int index) {

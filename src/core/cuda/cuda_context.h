@@ -12,8 +12,7 @@ void* current_stream(int index);  // the stream ops on device `index` run on
 void synchronize(int index);
 void memcpy_h2d(void* dst, const void* src, size_t bytes, int index);
 void memcpy_d2h(void* dst, const void* src, size_t bytes, int index);
-void memcpy_d2d(void* dst, const void* src, size_t bytes, int index);
-void* cublas_handle(int index);      // cublasHandle_t bound to current_stream(index)
+void memcpy_d2d(void* dst, int dst_index, const void* src, int src_index, size_t bytes);
 std::string device_name(int index);  // e.g. "NVIDIA H200"
 
 }  // namespace gdn::cuda
