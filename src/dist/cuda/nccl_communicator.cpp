@@ -92,10 +92,16 @@ class NcclCommunicator final : public Communicator {
     GDN_CHECK(bytes.size() == sizeof id, "nccl: unique id of ", bytes.size(), " bytes");
     std::memcpy(&id, bytes.data(), sizeof id);
     GDN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    GDN_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
-    settle("ncclCommInitRankConfig");
+    try {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      GDN_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
+      settle("ncclCommInitRankConfig");
+    } catch (...) {  // no destructor runs for a constructor that throws
+      abort_comm();
+      cudaStreamDestroy(stream_);
+      throw;
+    }
   }
 
   ~NcclCommunicator() override {
