@@ -1,18 +1,15 @@
-// The fused gated delta rule on CUDA: one kernel launch for the forward, one (plus a small
-// reduction) for the backward. A block per (batch, value head, V tile) walks the chunks with the
-// state tile and every chunk-local matrix in shared memory (gdr_fused_block.h); bf16 products
-// run on tensor cores (mma.sync, fp32 accumulation), fp32 and fp64 ones on the CUDA cores.
-// Nothing but the outputs, the chunk-start states (the residual) and the backward's running sums
-// of dq, dk, dg, dbeta (one copy, added to block after block in a fixed order) touches global
-// memory. The plan (gdr_fused_plan.h) picks the V
-// tile from the device's shared memory and multiprocessor count; sizes it cannot cover run the
-// chunked kernels instead (gdr_dispatch.cu).
+// The fused gated delta rule on CUDA: one kernel launch for the forward, one for the backward. A
+// block per (batch, value head, V tile) walks the chunks with the state tile and every
+// chunk-local matrix in shared memory (gdr_fused_block.h); bf16 products run on tensor cores
+// (mma.sync, fp32 accumulation), fp32 and fp64 ones on the CUDA cores. Nothing but the outputs,
+// the chunk-start states (the residual) and the backward's running sums of dq, dk, dg, dbeta (one
+// copy, added to block after block in a fixed order) touches global memory. The plan
+// (gdr_fused_plan.h) picks the V tile from the device's shared memory, multiprocessor count and
+// the kernels' registers; sizes it cannot cover run the chunked kernels instead (gdr_dispatch.cu).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
-#include <map>
 #include <mutex>
-#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/gdr_common.cuh"
@@ -22,9 +19,26 @@ namespace gdn::gdr::cuda_detail {
 
 namespace {
 
-// The current device's opt-in shared memory per block and multiprocessor count (cached).
+// Registers per thread of the library's fused kernel for one direction and input type.
+template <typename T>
+int kernel_regs(bool backward) {
+  cudaFuncAttributes attr{};
+  if (backward) {
+    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::backward_kernel<fused::LibraryBlock, T>));
+  } else {
+    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::forward_kernel<fused::LibraryBlock, T>));
+  }
+  return attr.numRegs;
+}
+
+// The current device's opt-in shared memory per block, multiprocessor count and the fused
+// kernels' registers per thread, [backward][bf16, fp32, fp64] (cached).
 struct DeviceLimits {
   int64_t smem_optin = 0, sms = 0;
+  int regs[2][3] = {};
+  int regs_of(bool backward, int64_t in_bytes) const {
+    return regs[backward][in_bytes == 2 ? 0 : (in_bytes == 4 ? 1 : 2)];
+  }
 };
 DeviceLimits device_limits() {
   static std::mutex mu;
@@ -37,7 +51,14 @@ DeviceLimits device_limits() {
     int smem = 0, sms = 0;
     GDN_KCUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     GDN_KCUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    cache[dev] = DeviceLimits{smem, sms};
+    DeviceLimits& lim = cache[dev];
+    for (int backward = 0; backward < 2; ++backward) {
+      lim.regs[backward][0] = kernel_regs<bf16>(backward);
+      lim.regs[backward][1] = kernel_regs<float>(backward);
+      lim.regs[backward][2] = kernel_regs<double>(backward);
+    }
+    lim.smem_optin = smem;
+    lim.sms = sms;  // last: marks the entry filled
   }
   return cache[dev];
 }
@@ -48,37 +69,12 @@ int64_t vt_override() {
   return s ? std::atoll(s) : 0;
 }
 
-// Registers per thread of the library's fused kernel for this direction and input size.
-template <typename T>
-int kernel_regs(bool backward) {
-  cudaFuncAttributes attr{};
-  if (backward) {
-    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::backward_kernel<fused::LibraryBlock, T>));
-  } else {
-    GDN_KCUDA_CHECK(cudaFuncGetAttributes(&attr, fused::forward_kernel<fused::LibraryBlock, T>));
-  }
-  return attr.numRegs;
-}
-int kernel_regs(bool backward, int64_t in_bytes) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, bool, int64_t>, int> cache;  // (device, backward, in_bytes)
-  int dev = 0;
-  GDN_KCUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  int& regs = cache[{dev, backward, in_bytes}];
-  if (regs == 0)
-    regs = in_bytes == 2   ? kernel_regs<bf16>(backward)
-           : in_bytes == 8 ? kernel_regs<double>(backward)
-                           : kernel_regs<float>(backward);
-  return regs;
-}
-
 }  // namespace
 
 fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
   const DeviceLimits lim = device_limits();
   return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, vt_override(),
-                     kernel_regs(backward, in_bytes));
+                     lim.regs_of(backward, in_bytes));
 }
 
 template <typename T>

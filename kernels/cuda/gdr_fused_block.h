@@ -87,9 +87,16 @@ struct SumChain {
   int order, last;          // this block's place; the group's last place (G * NVT - 1)
   bool first_tile, last_tile;
 
-  // sum = (earlier places' sum) + part, in that order (the first place starts from part).
-  GDN_HD A add(const A* sum, int64_t at, A part, bool first) const {
-    return first ? part : cuda::load_coherent(sum + at) + part;
+  // sum[at] = (earlier places' sum) + part, in that order (the first place starts from part);
+  // the last place writes out[at] = scale * sum instead.
+  template <typename T>
+  GDN_HD void add(A* sum, T* out, int64_t at, A part, bool first, bool last, A scale = 1) const {
+    const A total = first ? part : cuda::load_coherent(sum + at) + part;
+    if (last) {
+      out[at] = from_acc<T>(scale * total);
+    } else {
+      sum[at] = total;
+    }
   }
 };
 
@@ -423,14 +430,9 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         [=](int i, int l) { return l < C ? dpg[i * C + l] : gamma[i] * dO[i * VT + l - C]; },
         [=](int l, int j) { return l < C ? A(kq[l * K + j]) : S[j * VT + l - C]; },
         [=](int i, int j, A acc) {
-          if (i >= rows) return;
-          const int64_t at = d.qk(b, t0 + i, h) + j;
-          const A sum = chain.add(chain.dq, at, acc, chain.order == 0);
-          if (chain.order == chain.last) {
-            args.dq[at] = from_acc<T>(A(d.scale) * sum);
-          } else {
-            chain.dq[at] = sum;
-          }
+          if (i < rows)
+            chain.add(chain.dq, args.dq, d.qk(b, t0 + i, h) + j, acc, chain.order == 0,
+                      chain.order == chain.last, A(d.scale));
         });
     GDN_EACH_THREAD(ex, tid) {
       if (tid == 0) {
@@ -488,16 +490,9 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
         A acc = 0;
         for (int j = 0; j < tid; ++j) acc += da[tid * C + j] * kkg[tid * C + j];
         const int64_t at = d.gate(b, t0 + tid, hv);
-        const A db = chain.add(chain.dbeta, at, zy[tid] + acc, chain.first_tile);
-        const A dg = chain.add(chain.dg, at, cuda::gate_grad_at(tid, avec, xg, consts[1], C),
-                               chain.first_tile);
-        if (chain.last_tile) {
-          args.dbeta[at] = from_acc<T>(db);
-          args.dg[at] = from_acc<T>(dg);
-        } else {
-          chain.dbeta[at] = db;
-          chain.dg[at] = dg;
-        }
+        chain.add(chain.dbeta, args.dbeta, at, zy[tid] + acc, chain.first_tile, chain.last_tile);
+        chain.add(chain.dg, args.dg, at, cuda::gate_grad_at(tid, avec, xg, consts[1], C),
+                  chain.first_tile, chain.last_tile);
       }
     }
     ex.sync();
@@ -518,14 +513,9 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
           return S[j * VT + l - 2 * C - VT];
         },
         [=](int i, int j, A acc) {
-          if (i >= rows) return;
-          const int64_t at = d.qk(b, t0 + i, h) + j;
-          const A sum = chain.add(chain.dk, at, acc, chain.order == 0);
-          if (chain.order == chain.last) {
-            args.dk[at] = from_acc<T>(sum);
-          } else {
-            chain.dk[at] = sum;
-          }
+          if (i < rows)
+            chain.add(chain.dk, args.dk, d.qk(b, t0 + i, h) + j, acc, chain.order == 0,
+                      chain.order == chain.last);
         });
     ex.release(chain.flags + c, chain.order + 1);  // a barrier too
     // dS = gamma_C dS' + (diag(gamma) Q)^T dO - K^T diag(beta gamma) Z
