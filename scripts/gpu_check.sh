@@ -81,7 +81,7 @@ run_tests() {
 export -f run_tests
 stage tests 240 run_tests
 stage racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
-  '"$tests/test_cuda_gdr"' "--gtest_filter=CudaGdrFused.MatchesItsCpuEmulation*"
+  '"$tests/test_cuda_gdr"' "--gtest_filter=CudaGdrFused.MatchesItsCpuEmulation*:CudaGdrFused.SubChunks*"
 lab() {
   # The causal conv1d, direct kernels vs cuDNN (checked against the CPU, timed): one JSON line per
   # (shape, dtype, implementation, pass) in conv-lab.jsonl; its failure fails the stage at the end.
@@ -96,7 +96,8 @@ lab() {
   for dt in bfloat16 float32; do
     for d in 64 128; do
       "$bin/gdr_lab" --B 4 --T 8192 --H 8 --K $d --V $d --dtype $dt --check first --repeats 10 \
-        --variants fused,fused:vt=16,fused:vt=32,fused:vt=64,chunked --peak-tflops 989 || return 1
+        --variants fused,fused:vt=16,fused:vt=32,fused:vt=64,fused:sub=32,fused:sub=32:vt=32,chunked \
+        --peak-tflops 989 || return 1
     done
   done
   "$bin/gdr_lab" --B 2 --T 1024 --H 4 --K 128 --V 128 --dtype bfloat16 --check cpu --repeats 3 \

@@ -262,6 +262,31 @@ TEST(CudaGdrFused, RunningSumsAcrossWavesOfBlocks) {
   expect_close(second, first, 0, false, "fused twice");
 }
 
+// A chunk the kernels step through in sub-chunks (what a part with too little shared memory for
+// C = 64 picks by itself; forced here by GDN_FUSED_SUB): the backward recomputes the states
+// inside each chunk, and the GPU agrees with its emulation.
+TEST(CudaGdrFused, SubChunksMatchTheirEmulation) {
+  const Case c{"sub_chunks", 2, 150, 1, 2, 32, 64, true, true, Gates::realistic};
+  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 64);
+  const Data d = make_data(p, c.gates, 41);
+  setenv("GDN_FUSED_VT", "32", 1);
+  for (int64_t sub : {32, 16}) {
+    const std::string sub_s = std::to_string(sub);
+    setenv("GDN_FUSED_SUB", sub_s.c_str(), 1);
+    for (bool backward : {false, true}) {
+      const fused::Plan pl = cuda_fused_plan(p, backward, 4);
+      ASSERT_TRUE(pl.ok) << pl.why;
+      ASSERT_EQ(pl.sub, sub);
+    }
+    expect_close(run_cuda<float>(p, round_to<float>(d)),
+                 run_fused_emulated<float>(p, 32, d, false, sub), 1e-5, false, "f32 sub " + sub_s);
+    expect_close(run_cuda<bf16>(p, round_to<bf16>(d)),
+                 run_fused_emulated<bf16>(p, 32, d, false, sub), 2e-3, false, "bf16 sub " + sub_s);
+  }
+  unsetenv("GDN_FUSED_SUB");
+  unsetenv("GDN_FUSED_VT");
+}
+
 TEST(CudaGdrFused, SeedShapesRunFusedOnHopperClassParts) {
   int dev = 0, smem = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);

@@ -143,6 +143,7 @@ TEST(FusedPlan, SeedShapesFitAnH200) {
         const Problem p = shape(4, T, 8, 8, D, D, 64);
         const fused::Plan pl = fused::plan(p, backward, 4, kH200Smem, kH200Sms);
         ASSERT_TRUE(pl.ok) << pl.why;
+        EXPECT_EQ(pl.sub, 64);  // the Problem's chunk: no sub-chunks
         EXPECT_LE(pl.smem_bytes, kH200Smem);
         EXPECT_EQ(pl.tiles * pl.vt, D);
         EXPECT_EQ(pl.blocks, 4 * 8 * pl.tiles);
@@ -170,32 +171,79 @@ TEST(FusedPlan, ChoosesTheTileByPredictedTime) {
 
 TEST(FusedPlan, Bf16KeysInSharedMemoryWidenTheTile) {
   // [k; scale q] kept in bf16 halves its bytes: the K = 128, C = 64 backward fits vt = 32 (one
-  // wave of 128 blocks) where fp32 inputs fit only vt = 16, and K = 256 fits at all.
+  // wave of 128 blocks) where fp32 inputs fit only vt = 16, and K = 256 fits without sub-chunks.
   const Problem p = shape(4, 8192, 8, 8, 128, 128, 64);
   EXPECT_EQ(fused::plan(p, true, 4, kH200Smem, kH200Sms).vt, 16);
   EXPECT_EQ(fused::plan(p, true, 2, kH200Smem, kH200Sms).vt, 32);
   EXPECT_EQ(fused::smem_bytes(p, 16, true, 4) - fused::smem_bytes(p, 16, true, 2),
             2 * 64 * 128 * 2);
-  EXPECT_FALSE(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132).ok);
-  EXPECT_TRUE(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 2, kH200Smem, 132).ok);
+  EXPECT_EQ(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132).sub, 32);
+  EXPECT_EQ(fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 2, kH200Smem, 132).sub, 64);
   // fp64 inputs take twice the fp32 bytes.
   EXPECT_EQ(fused::smem_bytes(p, 16, false, 8), 2 * fused::smem_bytes(p, 16, false, 4));
 }
 
 TEST(FusedPlan, SaysWhyWhenNothingFits) {
-  // K = 256 with C = 64 in fp32 overflows the backward's shared memory at every width...
-  const fused::Plan big = fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, kH200Smem, 132);
+  // K = 256 fp32 in the 48 KiB a block gets without opting in: not even 16-row sub-chunks fit.
+  const fused::Plan big = fused::plan(shape(1, 256, 1, 1, 256, 256, 64), true, 4, 49152, 132);
   EXPECT_FALSE(big.ok);
   EXPECT_NE(big.why.find("shared memory"), std::string::npos) << big.why;
-  // ...and fits with C = 32.
-  EXPECT_TRUE(fused::plan(shape(1, 256, 1, 1, 256, 256, 32), true, 4, kH200Smem, 132).ok);
+  EXPECT_NE(big.why.find("sub-chunks of it down to 16"), std::string::npos) << big.why;
   // Head dims must be multiples of 16.
   const fused::Plan odd = fused::plan(shape(1, 64, 1, 1, 24, 40, 16), false, 4, kH200Smem, 132);
   EXPECT_FALSE(odd.ok);
   EXPECT_NE(odd.why.find("multiples of 16"), std::string::npos) << odd.why;
-  // A 99 KiB part (sm_86) fits K = 128 only with a smaller chunk.
-  EXPECT_FALSE(fused::plan(shape(4, 512, 8, 8, 128, 128, 64), false, 4, 101376, 82).ok);
-  EXPECT_TRUE(fused::plan(shape(4, 512, 8, 8, 128, 128, 32), false, 4, 101376, 82).ok);
+}
+
+constexpr int64_t kRtx3090Smem = 101376, kRtx3090Sms = 82;  // 99 KiB opt-in, sm_86
+
+TEST(FusedPlan, SplitsTheChunkWhereItDoesNotFit) {
+  // On a 99 KiB part no C = 64 backward fits at any head dim; the kernels step through each chunk
+  // in two sub-chunks of 32 (the largest that fits), and the residual keeps C = 64.
+  for (int64_t D : {64, 128})
+    for (int64_t in_bytes : {2, 4}) {
+      SCOPED_TRACE("D " + std::to_string(D) + ", input bytes " + std::to_string(in_bytes));
+      const Problem p = shape(4, 8192, 8, 8, D, D, 64);
+      EXPECT_GT(fused::smem_bytes(p, 16, true, in_bytes), kRtx3090Smem);
+      const fused::Plan pl = fused::plan(p, true, in_bytes, kRtx3090Smem, kRtx3090Sms);
+      ASSERT_TRUE(pl.ok) << pl.why;
+      EXPECT_EQ(pl.sub, 32);
+      EXPECT_LE(pl.smem_bytes, kRtx3090Smem);
+      EXPECT_EQ(pl.smem_bytes, fused::smem_bytes(p, pl.vt, true, in_bytes, 32));
+      EXPECT_EQ(pl.smem_bytes,
+                fused::smem_bytes(shape(4, 8192, 8, 8, D, D, 32), pl.vt, true, in_bytes));
+    }
+  // K = 256 steps in sub-chunks of 16 there; only fp64 at K = 256 fits nothing.
+  const Problem k256 = shape(4, 8192, 8, 8, 256, 256, 64);
+  EXPECT_EQ(fused::plan(k256, true, 2, kRtx3090Smem, kRtx3090Sms).sub, 16);
+  EXPECT_EQ(fused::plan(k256, true, 4, kRtx3090Smem, kRtx3090Sms).sub, 16);
+  EXPECT_FALSE(fused::plan(k256, true, 8, kRtx3090Smem, kRtx3090Sms).ok);
+  // The forward at K = 128 too; at K = 64 bf16 fits C = 64.
+  const Problem k128 = shape(4, 8192, 8, 8, 128, 128, 64);
+  EXPECT_EQ(fused::plan(k128, false, 4, kRtx3090Smem, kRtx3090Sms).sub, 32);
+  EXPECT_EQ(fused::plan(k128, false, 2, kRtx3090Smem, kRtx3090Sms).sub, 32);
+  EXPECT_EQ(fused::plan(shape(4, 8192, 8, 8, 64, 64, 64), false, 2, kRtx3090Smem, kRtx3090Sms).sub,
+            64);
+  // The Problem's chunk is kept wherever it fits, although the multiply-add count alone would
+  // prefer smaller steps; an override forces a sub-chunk, and one that does not divide the chunk
+  // or does not fit says so.
+  EXPECT_LT(fused::block_macs(k128, 32, true, 32) * 2, fused::block_macs(k128, 32, true));
+  EXPECT_EQ(fused::plan(k128, true, 2, kH200Smem, kH200Sms, 0, 0, 16).sub, 16);
+  EXPECT_FALSE(fused::plan(k128, true, 2, kH200Smem, kH200Sms, 0, 0, 48).ok);
+  // The backward's recomputed states: (R - 1) / 2 forward state updates per step.
+  EXPECT_GT(fused::block_macs(k128, 16, true, 16),
+            fused::block_macs(shape(4, 8192, 8, 8, 128, 128, 16), 16, true));
+  // The kernels' steps and the residual's chunks.
+  const fused::Dims d = fused::dims_of(shape(2, 100, 1, 1, 32, 32, 64), 16, 16);
+  EXPECT_EQ(d.C, 16);
+  EXPECT_EQ(d.NT, 7);
+  EXPECT_EQ(d.R, 4);
+  EXPECT_EQ(d.NR, 2);
+  const fused::Dims whole = fused::dims_of(shape(2, 100, 1, 1, 32, 32, 64), 16);
+  EXPECT_EQ(whole.C, 64);
+  EXPECT_EQ(whole.NT, 2);
+  EXPECT_EQ(whole.R, 1);
+  EXPECT_EQ(whole.NR, 2);
 }
 
 TEST(FusedPlan, LayoutsDoNotOverlapAndAreAligned) {
@@ -250,6 +298,9 @@ TEST(FusedPlan, BackwardWorkspaceIsOneSetOfSumsAndTheFlags) {
   EXPECT_EQ(g.flags - g.dbeta, 2 * 100 * 6);
   EXPECT_EQ(g.flag_words, 2 * 2 * 4 + 1);
   EXPECT_EQ(g.elems - g.flags, (g.flag_words * 4 + 7) / 8);
+  // Sub-chunks hand the sums on per kernel step: a flag per step.
+  EXPECT_EQ(fused::backward_workspace(p, 4, 32) - fused::backward_workspace(p, 4),
+            4 * 8 * (256 - 128));
 }
 
 TEST(BlockHandOff, TicketsInTurnAndAFlagNoBlockReleasedThrows) {
@@ -347,6 +398,81 @@ TEST(FusedEmulation, EveryTileWidthGivesTheSameGradients) {
     SCOPED_TRACE(vt);
     expect_close(run_fused_emulated<double>(p, vt, d, false), ref, 1e-10);
   }
+}
+
+// ---- sub-chunks: the kernels step through each chunk in R parts ---------------------------------
+
+struct SubCase {
+  const char* name;
+  int64_t B, T, H, HV, K, V;
+  int chunk;
+  int64_t sub, vt;
+};
+
+// T not a multiple of the chunk or the sub-chunk, GVA with several V tiles, K != V, R = 2 and 4.
+const SubCase kSubCases[] = {
+    {"c64_sub32_partial", 1, 150, 1, 1, 32, 32, 64, 32, 32},
+    {"c64_sub16_gva_tiles", 1, 77, 1, 2, 16, 32, 64, 16, 16},
+    {"c32_sub16_k_ne_v", 2, 45, 1, 1, 48, 16, 32, 16, 16},
+};
+
+Problem problem_of(const SubCase& c) {
+  Problem p = shape(c.B, c.T, c.H, c.HV, c.K, c.V, c.chunk);
+  p.has_h0 = p.want_ht = true;
+  return p;
+}
+
+template <typename T>
+void check_sub_chunks(double tol) {
+  for (const SubCase& c : kSubCases) {
+    SCOPED_TRACE(c.name);
+    const Problem p = problem_of(c);
+    const Data d = make_data(p, Gates::realistic, 31 + c.T);
+    const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
+    expect_close(run_fused_emulated<T>(p, c.vt, d, false, c.sub), reference(p, seen), tol);
+  }
+}
+
+TEST(FusedSubChunks, MatchTheRecurrentReference) {
+  check_sub_chunks<double>(1e-10);
+  check_sub_chunks<float>(1e-5);
+  check_sub_chunks<bf16>(1e-2);
+}
+
+TEST(FusedSubChunks, TheResidualHoldsTheChunkStartStates) {
+  // The forward in sub-chunks saves every R-th state: the residual of the Problem's chunk, as the
+  // forward in whole chunks writes it, so either backward (or chunked) can read it.
+  for (const SubCase& c : kSubCases) {
+    SCOPED_TRACE(c.name);
+    const Problem p = problem_of(c);
+    const Data d = make_data(p, Gates::realistic, 3);
+    const Inputs<double> in{d.q.data(), d.k.data(),    d.v.data(),
+                            d.g.data(), d.beta.data(), d.h0.data()};
+    std::vector<double> residual[2], o[2], ht[2];
+    for (int i = 0; i < 2; ++i) {
+      residual[i].assign(residual_elems(p), std::nan(""));
+      o[i].resize(d.v.size());
+      ht[i].resize(d.h0.size());
+      fused::emulate_forward<double>(
+          p, c.vt, in, ForwardOutputs<double>{o[i].data(), ht[i].data(), residual[i].data()}, false,
+          i == 0 ? 0 : c.sub);
+    }
+    for (size_t x = 0; x < residual[0].size(); ++x)
+      ASSERT_NEAR(residual[1][x], residual[0][x], 1e-12 * (1 + std::abs(residual[0][x])))
+          << "residual element " << x;
+    EXPECT_LE(rel_err(o[1], o[0]), 1e-12);
+    EXPECT_LE(rel_err(ht[1], ht[0]), 1e-12);
+  }
+}
+
+TEST(FusedSubChunks, ThreadOrderDoesNotMatter) {
+  const SubCase& c = kSubCases[1];
+  const Problem p = problem_of(c);
+  const Data d = make_data(p, Gates::realistic, 9);
+  expect_close(run_fused_emulated<float>(p, c.vt, d, true, c.sub),
+               run_fused_emulated<float>(p, c.vt, d, false, c.sub), 0);
+  expect_close(run_fused_emulated<bf16>(p, c.vt, d, true, c.sub),
+               run_fused_emulated<bf16>(p, c.vt, d, false, c.sub), 0);
 }
 
 }  // namespace

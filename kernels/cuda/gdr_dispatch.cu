@@ -66,7 +66,7 @@ int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t in_bytes) 
     case Impl::chunked:
       return cuda_detail::chunked_workspace(p, true);
     case Impl::fused:
-      return fused::backward_workspace(p, in_bytes);
+      return fused::backward_workspace(p, in_bytes, cuda_detail::fused_plan(p, true, in_bytes).sub);
   }
   return 0;
 }

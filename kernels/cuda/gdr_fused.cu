@@ -4,8 +4,9 @@
 // (mma.sync, fp32 accumulation), fp32 and fp64 ones on the CUDA cores. Nothing but the outputs,
 // the chunk-start states (the residual) and the backward's running sums of dq, dk, dg, dbeta (one
 // copy, added to block after block in a fixed order) touches global memory. The plan
-// (gdr_fused_plan.h) picks the V tile from the device's shared memory, multiprocessor count and
-// the kernels' registers; sizes it cannot cover run the chunked kernels instead (gdr_dispatch.cu).
+// (gdr_fused_plan.h) picks the V tile and, where the chunk does not fit, sub-chunks from the
+// device's shared memory, multiprocessor count and the kernels' registers; sizes it cannot cover
+// run the chunked kernels instead (gdr_dispatch.cu).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -63,9 +64,10 @@ DeviceLimits device_limits() {
   return cache[dev];
 }
 
-// GDN_FUSED_VT=16|32|64 forces the V tile (the kernel development loop sweeps it).
-int64_t vt_override() {
-  const char* s = std::getenv("GDN_FUSED_VT");
+// GDN_FUSED_VT=16|32|64 forces the V tile, GDN_FUSED_SUB=16|32|64 the kernels' chunk (the
+// kernel development loop sweeps them).
+int64_t env_override(const char* name) {
+  const char* s = std::getenv(name);
   return s ? std::atoll(s) : 0;
 }
 
@@ -73,8 +75,8 @@ int64_t vt_override() {
 
 fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
   const DeviceLimits lim = device_limits();
-  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, vt_override(),
-                     lim.regs_of(backward, in_bytes));
+  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, env_override("GDN_FUSED_VT"),
+                     lim.regs_of(backward, in_bytes), env_override("GDN_FUSED_SUB"));
 }
 
 template <typename T>
@@ -83,7 +85,7 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
   using A = acc_t<T>;
   const fused::Plan pl = fused_plan(p, false, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) forward: " + pl.why);
-  const fused::Dims d = fused::dims_of(p, pl.vt);
+  const fused::Dims d = fused::dims_of(p, pl.vt, pl.sub);
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
                                    in.h0, out.o, out.ht, out.residual};
   fused::launch_forward<fused::LibraryBlock, T>(pl, d, args, stream);
@@ -95,7 +97,7 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
   using A = acc_t<T>;
   const fused::Plan pl = fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) backward: " + pl.why);
-  const fused::Dims d = fused::dims_of(p, pl.vt);
+  const fused::Dims d = fused::dims_of(p, pl.vt, pl.sub);
   const fused::BackwardArgs<T> args{in.q,  in.k,  in.v,       in.g,        in.beta,
                                     a.d_o, a.dht, a.residual, a.workspace, a.dq,
                                     a.dk,  a.dv,  a.dg,       a.dbeta,     a.dh0};

@@ -1,8 +1,10 @@
 // The fused gated delta rule, one thread block's work: (batch b, value head hv, V tile of vt
-// columns), every chunk in turn, with the state tile and all chunk-local matrices in shared
-// memory (layouts: gdr_fused_plan.h). Written once for the GPU (gdr_fused.cu) and the CPU
-// emulator (block_exec.h; tests/test_fused_emulation.cpp). Math: DESIGN.md section 3, with W
-// never formed: since W = A Xw and U = A Xu,
+// columns), every chunk in turn (or every sub-chunk, where the plan splits the chunk: the
+// backward then recomputes the states inside a chunk from the residual's, load_state), with the
+// state tile and all chunk-local matrices in shared memory (layouts: gdr_fused_plan.h). Written
+// once for the GPU (gdr_fused.cu) and the CPU emulator (block_exec.h;
+// tests/test_fused_emulation.cpp). Math: DESIGN.md section 3, with W never formed: since W = A Xw
+// and U = A Xu,
 //   Vn = U - W S = A Y,   Y = Xu - Xw S = diag(beta) (V - diag(gamma) K S) = diag(beta) Yr,
 // so the forward needs K S (C x K x vt) and A Y (C x C x vt) instead of A Xw (C x C x K) and
 // W S, and a C x K buffer less. The backward follows from the same form (Z = A^T dVn = dY):
@@ -156,10 +158,11 @@ GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T*
 // [k; q] k^T (2C x C x K) -> kkg = KK o Gam (strictly lower), P = QK o Gam (lower), with
 // Gam_ij = exp(G_i - G_j). M = diag(beta) kkg is read through an accessor, so the forward and
 // the backward's recompute form the same A, bit for bit.
-template <typename A, class Path, class Exec, typename KQ>
+// Without kWithP only KK o Gam is formed (the same bits: each element is summed the same way).
+template <typename A, class Path, bool kWithP = true, class Exec, typename KQ>
 GDN_HD void key_products(const Exec& ex, int C, int K, const KQ* kq, const A* G, A* kkg, A* p) {
   cuda::block_gemm<A>(
-      Path{}, ex, 2 * C, C, K, RowsOf<A, KQ>{kq, K}, ColsOf<A, KQ>{kq, K},
+      Path{}, ex, kWithP ? 2 * C : C, C, K, RowsOf<A, KQ>{kq, K}, ColsOf<A, KQ>{kq, K},
       [=](int i, int j, A acc) {
         if (i < C) {
           kkg[i * C + j] = j < i ? acc * hd_exp(G[i] - G[j]) : A(0);
@@ -212,65 +215,63 @@ GDN_HD void invert_unit_lower(const Exec& ex, int C, const Mop& m, A* a, A* tinv
 
 // ---- forward ----------------------------------------------------------------------------------
 
-template <typename T, class Exec>
-GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& args, acc_t<T>* sm,
-                          int64_t block) {
+// The shared buffers of one forward step (the forward's own, or the backward's when it recomputes
+// a state inside a chunk: then p and og are null and only S is updated).
+template <typename T>
+struct StepTiles {
+  using A = acc_t<T>;
+  A* S;
+  T* kq;
+  A *kkg, *p, *a, *tinv, *y, *og, *vn, *gl, *G, *gamma, *e, *beta;
+};
+
+// One forward step over the rows t0.. of slice (b, hv), V tile v0..: with kOutputs, the outputs
+// of those rows into o; always the state, S <- S' (ends with a barrier). `a` must hold zeros
+// above its diagonal blocks. `in` has q, k, v, g, beta (ForwardArgs or BackwardArgs).
+template <typename T, bool kOutputs, class Exec, class In>
+GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b, int64_t hv,
+                         int64_t v0, int64_t t0, const StepTiles<T>& m, T* o) {
   using A = acc_t<T>;
   using Path = typename cuda::GemmPath<T>::type;
-  const ForwardLayout L(d.C, d.K, d.vt, sizeof(T));
-  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
-  const int64_t v0 = (block % d.NVT) * d.vt;
+  const int64_t h = hv / d.G;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  A *S = sm + L.S, *kkg = sm + L.kkg, *p = sm + L.p, *a = sm + L.a;
-  T* kq = reinterpret_cast<T*>(sm + L.kq);
-  A *tinv = sm + L.tinv, *y = sm + L.y, *og = sm + L.og, *vn = sm + L.vn, *gl = sm + L.gl;
-  A *G = sm + L.G, *gamma = sm + L.gamma, *e = sm + L.e, *beta = sm + L.beta;
-
+  A *S = m.S, *kkg = m.kkg, *p = m.p, *a = m.a, *tinv = m.tinv, *y = m.y, *og = m.og, *vn = m.vn;
+  A *G = m.G, *gamma = m.gamma, *e = m.e, *beta = m.beta;
+  const T* kq = m.kq;
   GDN_EACH_THREAD(ex, tid) {
-    for (int x = tid; x < K * VT; x += ex.threads)
-      S[x] = args.h0 ? args.h0[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
-    for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
+    load_keys(tid, ex.threads, d, in.q, in.k, b, h, t0, m.kq);
+    load_value_tile(tid, ex.threads, d, in.v, b, hv, t0, v0, y);
+    load_gates(tid, ex.threads, d, in.g, in.beta, b, hv, t0, m.gl, beta);
   }
   ex.sync();
-  for (int64_t c = 0; c < d.NT; ++c) {
-    const int64_t t0 = c * d.C;
-    GDN_EACH_THREAD(ex, tid) {
-      if (args.residual) {
-        A* r = args.residual + (s * d.NT + c) * d.K * d.V + v0;
-        for (int x = tid; x < K * VT; x += ex.threads) r[(x / VT) * d.V + x % VT] = S[x];
-      }
-      load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
-      load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, y);
-      load_gates(tid, ex.threads, d, args.g, args.beta, b, hv, t0, gl, beta);
-    }
-    ex.sync();
-    GDN_EACH_THREAD(ex, tid) {
-      chunk_gates(tid, C, gl, G, gamma, e);
-    }
-    ex.sync();
-    key_products<A, Path>(ex, C, K, kq, G, kkg, p);
-    // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S
-    cuda::block_gemm<A>(
-        Path{}, ex, 2 * C, VT, K, RowsOf<A, T>{kq, K}, [=](int l, int j) { return S[l * VT + j]; },
-        [=](int i, int j, A acc) {
-          if (i < C) {
-            y[i * VT + j] = beta[i] * (y[i * VT + j] - gamma[i] * acc);
-          } else {
-            og[(i - C) * VT + j] = gamma[i - C] * acc;
-          }
-        });
-    ex.sync();
-    invert_unit_lower(
-        ex, C, [=](int i, int j) { return beta[i] * kkg[i * C + j]; }, a, tinv);
-    // Vn = A Y
-    cuda::block_gemm<A>(
-        Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
-        [=](int l, int j) { return y[l * VT + j]; },
-        [=](int i, int j, A acc) { vn[i * VT + j] = acc; }, LowerA{});
-    ex.sync();
-    // O = gamma Q S + P Vn (to global);  S' = gamma_C S + K^T diag(e) Vn
+  GDN_EACH_THREAD(ex, tid) {
+    chunk_gates(tid, C, m.gl, G, gamma, e);
+  }
+  ex.sync();
+  key_products<A, Path, kOutputs>(ex, C, K, kq, G, kkg, p);
+  // [k; q] S -> Y = beta (v - gamma K S) (over v), gamma Q S (only k S without outputs)
+  cuda::block_gemm<A>(
+      Path{}, ex, kOutputs ? 2 * C : C, VT, K, RowsOf<A, T>{kq, K},
+      [=](int l, int j) { return S[l * VT + j]; },
+      [=](int i, int j, A acc) {
+        if (i < C) {
+          y[i * VT + j] = beta[i] * (y[i * VT + j] - gamma[i] * acc);
+        } else {
+          og[(i - C) * VT + j] = gamma[i - C] * acc;
+        }
+      });
+  ex.sync();
+  invert_unit_lower(
+      ex, C, [=](int i, int j) { return beta[i] * kkg[i * C + j]; }, a, tinv);
+  // Vn = A Y
+  cuda::block_gemm<A>(
+      Path{}, ex, C, VT, C, [=](int i, int l) { return a[i * C + l]; },
+      [=](int l, int j) { return y[l * VT + j]; },
+      [=](int i, int j, A acc) { vn[i * VT + j] = acc; }, LowerA{});
+  ex.sync();
+  // O = gamma Q S + P Vn (to global);  S' = gamma_C S + K^T diag(e) Vn
+  if constexpr (kOutputs) {
     const int64_t rows = d.T - t0 < d.C ? d.T - t0 : d.C;
-    T* o = args.o;
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return p[i * C + l]; },
         [=](int l, int j) { return vn[l * VT + j]; },
@@ -278,12 +279,65 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
           if (i < rows) o[d.vo(b, t0 + i, hv) + v0 + j] = from_acc<T>(og[i * VT + j] + acc);
         },
         LowerA{});
-    const A gamma_c = gamma[C - 1];
-    cuda::block_gemm<A>(
-        Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * A(kq[l * K + i]); },
-        [=](int l, int j) { return vn[l * VT + j]; },
-        [=](int i, int j, A acc) { S[i * VT + j] = gamma_c * S[i * VT + j] + acc; });
-    ex.sync();
+  }
+  const A gamma_c = gamma[C - 1];
+  cuda::block_gemm<A>(
+      Path{}, ex, K, VT, C, [=](int i, int l) { return e[l] * A(kq[l * K + i]); },
+      [=](int l, int j) { return vn[l * VT + j]; },
+      [=](int i, int j, A acc) { S[i * VT + j] = gamma_c * S[i * VT + j] + acc; });
+  ex.sync();
+}
+
+// The state of slice s at the start of step c (V tile v0..) from the residual, which holds it at
+// every R-th step: the saved state, then c % R forward steps (the backward's recompute; ends with
+// a barrier when it runs any).
+template <typename T, class Exec, class In>
+GDN_HD void load_state(const Exec& ex, const Dims& d, const In& in, const acc_t<T>* residual,
+                       int64_t s, int64_t v0, int64_t c, const StepTiles<T>& m) {
+  using A = acc_t<T>;
+  const int VT = int(d.vt);
+  GDN_EACH_THREAD(ex, tid) {
+    const A* r = residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
+    for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
+  }
+  const int64_t first = c - c % d.R;
+  if (first < c) ex.sync();
+  for (int64_t step = first; step < c; ++step)
+    forward_step<T, false>(ex, d, in, s / d.HV, s % d.HV, v0, step * d.C, m, nullptr);
+}
+
+template <typename T, class Exec>
+GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& args, acc_t<T>* sm,
+                          int64_t block) {
+  using A = acc_t<T>;
+  const ForwardLayout L(d.C, d.K, d.vt, sizeof(T));
+  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV;
+  const int64_t v0 = (block % d.NVT) * d.vt;
+  const int K = int(d.K), VT = int(d.vt);
+  const StepTiles<T> m{sm + L.S,   reinterpret_cast<T*>(sm + L.kq),
+                       sm + L.kkg, sm + L.p,
+                       sm + L.a,   sm + L.tinv,
+                       sm + L.y,   sm + L.og,
+                       sm + L.vn,  sm + L.gl,
+                       sm + L.G,   sm + L.gamma,
+                       sm + L.e,   sm + L.beta};
+  A* S = m.S;
+
+  GDN_EACH_THREAD(ex, tid) {
+    for (int x = tid; x < K * VT; x += ex.threads)
+      S[x] = args.h0 ? args.h0[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
+    for (int x = tid; x < int(d.C * d.C); x += ex.threads) m.a[x] = 0;
+  }
+  ex.sync();
+  for (int64_t c = 0; c < d.NT; ++c) {
+    // the residual: the state at the start of every R-th step (the Problem's chunks)
+    if (args.residual && c % d.R == 0) {
+      GDN_EACH_THREAD(ex, tid) {
+        A* r = args.residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
+        for (int x = tid; x < K * VT; x += ex.threads) r[(x / VT) * d.V + x % VT] = S[x];
+      }
+    }
+    forward_step<T, true>(ex, d, args, b, hv, v0, c * d.C, m, args.o);
   }
   if (args.ht) {
     GDN_EACH_THREAD(ex, tid) {
@@ -326,6 +380,8 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   A *red = sm + L.red, *consts = sm + L.consts;
   T* kq = reinterpret_cast<T*>(sm + L.kq);
   const T* qs = kq + C * K;  // scale q
+  // the buffers a recomputed forward step uses (the inversion's block row in dpg, Y in yr)
+  const StepTiles<T> steps{S, kq, kkg, nullptr, a, dpg, yr, nullptr, vn, gl, G, gamma, e, beta};
 
   GDN_EACH_THREAD(ex, tid) {
     for (int x = tid; x < K * VT; x += ex.threads)
@@ -335,9 +391,8 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   ex.sync();
   for (int64_t c = d.NT - 1; c >= 0; --c) {
     const int64_t t0 = c * d.C, rows = d.T - t0 < d.C ? d.T - t0 : d.C;
+    load_state<T>(ex, d, args, args.residual, s, v0, c, steps);
     GDN_EACH_THREAD(ex, tid) {
-      const A* r = args.residual + (s * d.NT + c) * d.K * d.V + v0;
-      for (int x = tid; x < K * VT; x += ex.threads) S[x] = r[(x / VT) * d.V + x % VT];
       load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
       load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, yr);
       load_value_tile(tid, ex.threads, d, args.d_o, b, hv, t0, v0, dO);

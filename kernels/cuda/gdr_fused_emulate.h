@@ -21,11 +21,12 @@ A poison() {
   return std::numeric_limits<A>::quiet_NaN();
 }
 
+// vt: the V tile; sub: the kernel's chunk (0: p.chunk; Plan::sub).
 template <typename T>
 void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
-                     const gdr::ForwardOutputs<T>& out, bool reversed) {
+                     const gdr::ForwardOutputs<T>& out, bool reversed, int64_t sub = 0) {
   using A = acc_t<T>;
-  const Dims d = dims_of(p, vt);
+  const Dims d = dims_of(p, vt, sub);
   const ForwardArgs<T> args{in.q, in.k, in.v, in.g, in.beta, in.h0, out.o, out.ht, out.residual};
   std::vector<A> smem(ForwardLayout(d.C, d.K, d.vt, sizeof(T)).total);
   const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
@@ -35,15 +36,15 @@ void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
   }
 }
 
-// `a.workspace` must hold backward_workspace(p, sizeof(T)) elements. Its running sums start as
+// `a.workspace` must hold backward_workspace(p, sizeof(T), sub) elements. Its running sums start as
 // NaN (a sum read before a block wrote it poisons the gradients), its flags as zero; each block
 // takes its place by ticket, as on the GPU, and a wait for a flag no earlier block has released
 // (the GPU's deadlock) throws.
 template <typename T>
 void emulate_backward(const Problem& p, int64_t vt, const Inputs<T>& in,
-                      const gdr::BackwardArgs<T>& a, bool reversed) {
+                      const gdr::BackwardArgs<T>& a, bool reversed, int64_t sub = 0) {
   using A = acc_t<T>;
-  const Dims d = dims_of(p, vt);
+  const Dims d = dims_of(p, vt, sub);
   const BackwardArgs<T> args{in.q,        in.k, in.v, in.g, in.beta, a.d_o,   a.dht, a.residual,
                              a.workspace, a.dq, a.dk, a.dv, a.dg,    a.dbeta, a.dh0};
   const BackwardWorkspace w(d, sizeof(A));

@@ -1,11 +1,19 @@
 // How the fused CUDA gated delta rule (gdr_fused.cu) covers a Problem: one thread block per
 // (batch, value head, V tile of vt columns) walks the chunks with the state tile and every
 // chunk-local matrix in shared memory. This header holds the host arithmetic of that plan
-// (which vt fits the device's shared memory, the shared-memory layout of each kernel, the grid)
-// as plain C++, so the CPU tests check it and the emulator uses it (tests/test_fused_emulation).
+// (which sub-chunk and vt fit the device's shared memory, the shared-memory layout of each
+// kernel, the grid) as plain C++, so the CPU tests check it and the emulator uses it
+// (tests/test_fused_emulation).
 //
-// Shared memory, in accumulator elements (C the chunk, K the key dim, vt the V tile); [k; scale q]
-// stays in the input type (bf16 inputs: half the bytes, and what the tensor cores read anyway):
+// Sub-chunks: where the Problem's chunk does not fit (C = 64 on a 99 KiB part such as the RTX
+// 3090, K = 256 fp32), the kernels step through it in R sub-chunks of C / R rows, the same math
+// at a finer blocking. The residual keeps the Problem's chunk-start states: the forward saves
+// every R-th state, and the backward recomputes the states inside a chunk from its start (sub-chunk
+// r costs r forward state updates, R (R - 1) / 2 per chunk: one at R = 2).
+//
+// Shared memory, in accumulator elements (C the (sub-)chunk, K the key dim, vt the V tile); [k;
+// scale q] stays in the input type (bf16 inputs: half the bytes, and what the tensor cores read
+// anyway):
 //   forward:  S (K x vt), [k; scale q] (2C x K), KK o Gam, P, A (C x C), the inversion's
 //             16 x C block row, Y, gamma Q S, Vn (C x vt), five C-vectors of gates.
 //   backward: S, dS (K x vt), [k; scale q], KK o Gam, P, A, dP o Gam, X (the gate term), dA
@@ -24,9 +32,11 @@ namespace gdn::gdr::fused {
 
 constexpr int kThreads = 256;  // 8 warps per block
 
-// Problem sizes as device code needs them; vt columns of V per block, NVT = V / vt tiles.
+// Problem sizes as device code needs them: C the kernel's (sub-)chunk, NT = ceil(T / C) steps,
+// R sub-chunks per chunk of the residual (NR = ceil(T / (R C)) states per slice); vt columns of V
+// per block, NVT = V / vt tiles.
 struct Dims {
-  int64_t B, T, H, HV, K, V, C, NT, G, vt, NVT;
+  int64_t B, T, H, HV, K, V, C, NT, R, NR, G, vt, NVT;
   double scale;
   GDN_HD int64_t qk(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * K; }
   GDN_HD int64_t vo(int64_t b, int64_t t, int64_t hv) const { return ((b * T + t) * HV + hv) * V; }
@@ -35,9 +45,12 @@ struct Dims {
   GDN_HD int64_t blocks() const { return B * HV * NVT; }
 };
 
-inline Dims dims_of(const Problem& p, int64_t vt) {
-  return Dims{p.B,       p.T, p.H,      p.HV,   p.K, p.V, p.chunk, p.num_chunks(),
-              p.group(), vt,  p.V / vt, p.scale};
+// sub: the kernel's chunk, a divisor of p.chunk (0: p.chunk itself).
+inline Dims dims_of(const Problem& p, int64_t vt, int64_t sub = 0) {
+  const int64_t C = sub > 0 ? sub : p.chunk;
+  return Dims{
+      p.B,       p.T, p.H,      p.HV,   p.K, p.V, C, (p.T + C - 1) / C, p.chunk / C, p.num_chunks(),
+      p.group(), vt,  p.V / vt, p.scale};
 }
 
 // Bytes of an accumulator for inputs of in_bytes (bf16 accumulates in fp32).
@@ -126,80 +139,99 @@ struct BackwardLayout {
 struct Plan {
   bool ok = false;
   std::string why;  // when !ok: what does not fit or is not supported
+  int64_t sub = 0;  // the kernel's chunk: p.chunk, or a divisor where p.chunk does not fit
   int64_t vt = 0, tiles = 0, blocks = 0, smem_bytes = 0;
   int threads = kThreads;
 };
 
-// Shared memory of a kernel for inputs of in_bytes (2 bf16, 4 fp32, 8 fp64).
-inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t in_bytes) {
-  const int64_t elems = backward ? BackwardLayout(p.chunk, p.K, vt, kThreads, in_bytes).total
-                                 : ForwardLayout(p.chunk, p.K, vt, in_bytes).total;
+// Shared memory of a kernel for inputs of in_bytes (2 bf16, 4 fp32, 8 fp64), at the kernel
+// chunk sub (0: p.chunk).
+inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t in_bytes,
+                          int64_t sub = 0) {
+  const int64_t C = sub > 0 ? sub : p.chunk;
+  const int64_t elems = backward ? BackwardLayout(C, p.K, vt, kThreads, in_bytes).total
+                                 : ForwardLayout(C, p.K, vt, in_bytes).total;
   return elems * acc_bytes_of(in_bytes);
 }
 
-// Multiply-adds of one block over one chunk (C x C x K products of the keys, the vt-wide
-// products, the inversion), for the choice of vt: a narrower tile means more blocks but repeats
-// the vt-independent work in each of them.
-inline double block_macs(const Problem& p, int64_t vt, bool backward) {
-  const double C = double(p.chunk), K = double(p.K), w = double(vt);
+// Multiply-adds of one block over one step of `sub` rows (C x C x K products of the keys, the
+// vt-wide products, the inversion), for the choice of vt: a narrower tile means more blocks but
+// repeats the vt-independent work in each of them. The backward at R = p.chunk / sub > 1 adds
+// its recomputed states: (R - 1) / 2 forward state updates per step.
+inline double block_macs(const Problem& p, int64_t vt, bool backward, int64_t sub = 0) {
+  const double C = double(sub > 0 ? sub : p.chunk), K = double(p.K), w = double(vt);
+  const double R = double(p.chunk) / C;
   if (!backward) return 2 * C * C * K + C * C * C / 3 + (3 * C * K + 2 * C * C) * w;
-  return 5 * C * C * K + 7 * C * C * C / 3 + (8 * C * K + 5 * C * C) * w;
+  const double state_update = C * C * K + C * C * C / 3 + (2 * C * K + C * C) * w;
+  return 5 * C * C * K + 7 * C * C * C / 3 + (8 * C * K + 5 * C * C) * w +
+         (R - 1) / 2 * state_update;
 }
 
-// Picks vt among 64, 32, 16 (dividing V, fitting smem_limit, the device's opt-in shared memory
-// per block) by the least predicted time on `sms` multiprocessors: waves of resident blocks
-// (as many per multiprocessor as its shared memory and, given regs_per_thread > 0, its 64K
-// registers hold) times the multiply-adds of a block (blocks sharing a multiprocessor share its
-// throughput). vt_override > 0 forces one. Unsupported sizes (K or V not a multiple of 16) and
-// shapes that fit no tile give ok = false with the reason.
+// Picks the kernel's chunk and vt. The chunk is p.chunk when some V tile fits smem_limit (the
+// device's opt-in shared memory per block), else the largest of p.chunk / 2, p.chunk / 4, ...
+// (at least 16) that does: the multiply-add count would always favour small chunks, but each
+// step costs barriers and smaller tensor-core tiles the count does not see, so the Problem's
+// chunk is kept wherever it fits. vt among 64, 32, 16 (dividing V) by the least predicted time
+// on `sms` multiprocessors: waves of resident blocks (as many per multiprocessor as its shared
+// memory and, given regs_per_thread > 0, its 64K registers hold) times the multiply-adds of a
+// block (blocks sharing a multiprocessor share its throughput). vt_override / sub_override > 0
+// force one. Unsupported sizes (K or V not a multiple of 16) and shapes that fit no tile give
+// ok = false with the reason.
 inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem_limit, int64_t sms,
-                 int64_t vt_override = 0, int64_t regs_per_thread = 0) {
+                 int64_t vt_override = 0, int64_t regs_per_thread = 0, int64_t sub_override = 0) {
   Plan pl;
   if (p.K % 16 != 0 || p.V % 16 != 0) {
     pl.why = "K and V must be multiples of 16 (K " + std::to_string(p.K) + ", V " +
              std::to_string(p.V) + ")";
     return pl;
   }
-  int64_t best = 0;
-  double best_time = 0;
-  for (int64_t vt : {int64_t(64), int64_t(32), int64_t(16)}) {
-    if (p.V % vt != 0 || (vt_override > 0 && vt != vt_override)) continue;
-    const int64_t bytes = smem_bytes(p, vt, backward, in_bytes);
-    if (bytes > smem_limit) continue;
-    const int64_t blocks = p.B * p.HV * (p.V / vt);
-    int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
-    per_sm = std::min(per_sm, int64_t(2048 / kThreads));
-    if (regs_per_thread > 0) per_sm = std::min(per_sm, 65536 / (regs_per_thread * kThreads));
-    per_sm = std::max(per_sm, int64_t(1));
-    const int64_t slots = sms * per_sm, waves = (blocks + slots - 1) / slots;
-    const int64_t sharing = std::min(per_sm, (blocks + sms - 1) / sms);
-    const double time = double(waves * sharing) * block_macs(p, vt, backward);
-    if (best == 0 || time < best_time) {
-      best = vt;
-      best_time = time;
+  int64_t best = 0, best_sub = 0;
+  for (int64_t sub = p.chunk; sub >= 16 && best == 0; sub /= 2) {
+    if (p.chunk % sub != 0 || (sub_override > 0 && sub != sub_override)) continue;
+    double best_time = 0;
+    for (int64_t vt : {int64_t(64), int64_t(32), int64_t(16)}) {
+      if (p.V % vt != 0 || (vt_override > 0 && vt != vt_override)) continue;
+      const int64_t bytes = smem_bytes(p, vt, backward, in_bytes, sub);
+      if (bytes > smem_limit) continue;
+      const int64_t blocks = p.B * p.HV * (p.V / vt);
+      int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
+      per_sm = std::min(per_sm, int64_t(2048 / kThreads));
+      if (regs_per_thread > 0) per_sm = std::min(per_sm, 65536 / (regs_per_thread * kThreads));
+      per_sm = std::max(per_sm, int64_t(1));
+      const int64_t slots = sms * per_sm, waves = (blocks + slots - 1) / slots;
+      const int64_t sharing = std::min(per_sm, (blocks + sms - 1) / sms);
+      const double time = double(waves * sharing) * block_macs(p, vt, backward, sub);
+      if (best == 0 || time < best_time) {
+        best = vt;
+        best_sub = sub;
+        best_time = time;
+      }
     }
   }
   if (best == 0) {
     pl.why = "no V tile fits " + std::to_string(smem_limit) + " bytes of shared memory (C " +
-             std::to_string(p.chunk) + ", K " + std::to_string(p.K) + ", " +
-             std::to_string(in_bytes * 8) + "-bit inputs" +
-             (vt_override > 0 ? ", vt " + std::to_string(vt_override) : std::string()) + ")";
+             std::to_string(p.chunk) + " or sub-chunks of it down to 16, K " + std::to_string(p.K) +
+             ", " + std::to_string(in_bytes * 8) + "-bit inputs" +
+             (vt_override > 0 ? ", vt " + std::to_string(vt_override) : std::string()) +
+             (sub_override > 0 ? ", sub-chunk " + std::to_string(sub_override) : std::string()) +
+             ")";
     return pl;
   }
   pl.ok = true;
+  pl.sub = best_sub;
   pl.vt = best;
   pl.tiles = p.V / best;
   pl.blocks = p.B * p.HV * pl.tiles;
-  pl.smem_bytes = smem_bytes(p, best, backward, in_bytes);
+  pl.smem_bytes = smem_bytes(p, best, backward, in_bytes, best_sub);
   return pl;
 }
 
 // The backward's workspace, in accumulator elements (acc_bytes each): running sums of dq, dk
-// [B, T, H, K] and dg, dbeta [B, T, HV], then int32 flags [B, H, NT] and the ticket counter,
-// which must be zero at launch. The blocks of a key head's group (value head j of G, V tile of
-// NVT) add their parts chunk by chunk in the fixed order j * NVT + tile: flag (b, h, c) counts
-// the blocks that have added chunk c, and the last one writes the gradients. One set of sums
-// whatever the V tiling, instead of a partial per tile.
+// [B, T, H, K] and dg, dbeta [B, T, HV], then int32 flags [B, H, NT] (NT kernel steps) and the
+// ticket counter, which must be zero at launch. The blocks of a key head's group (value head j of
+// G, V tile of NVT) add their parts chunk by chunk in the fixed order j * NVT + tile: flag (b, h,
+// c) counts the blocks that have added chunk c, and the last one writes the gradients. One set of
+// sums whatever the V tiling, instead of a partial per tile.
 struct BackwardWorkspace {
   int64_t dq, dk, dg, dbeta, flags, counter, flag_words, elems;
   GDN_HD BackwardWorkspace(const Dims& d, int64_t acc_bytes) {
@@ -215,8 +247,9 @@ struct BackwardWorkspace {
   }
 };
 
-inline int64_t backward_workspace(const Problem& p, int64_t in_bytes) {
-  return BackwardWorkspace(dims_of(p, p.V), acc_bytes_of(in_bytes)).elems;
+// For the backward at kernel chunk sub (0: p.chunk; Plan::sub).
+inline int64_t backward_workspace(const Problem& p, int64_t in_bytes, int64_t sub = 0) {
+  return BackwardWorkspace(dims_of(p, p.V, sub), acc_bytes_of(in_bytes)).elems;
 }
 
 }  // namespace gdn::gdr::fused

@@ -176,7 +176,9 @@ json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
       std::fprintf(stderr, "gdn bench: fused ran as chunked on this GPU (%s)\n",
                    std::string(r.value("fallback_fwd", r.value("fallback_bwd", ""))).c_str());
     } else {
-      r["fused_vt"] = gdr::cuda_fused_plan(p, fwd_bwd, in_bytes).vt;
+      const gdr::fused::Plan plan = gdr::cuda_fused_plan(p, fwd_bwd, in_bytes);
+      r["fused_vt"] = plan.vt;
+      r["fused_sub"] = plan.sub;  // the kernels' chunk: p.chunk, or sub-chunks where it did not fit
     }
   }
 #endif

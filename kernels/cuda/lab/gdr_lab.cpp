@@ -8,8 +8,9 @@
 //       --variants fused,fused:vt=16,fused:vt=64,chunked,lab --check cpu --repeats 20
 //
 // Variants: recurrent, chunked, chunked_fat, fused (the library, through gdr::forward_cuda /
-// backward_cuda; fused:vt=N forces the V tile), lab (kernels/cuda/lab/lab_block.cuh, the copy a
-// developer edits). TFLOP/s use DESIGN.md's FLOP count (gdr::forward_flops / backward_flops);
+// backward_cuda; fused:vt=N forces the V tile, fused:sub=N the kernels' chunk), lab
+// (kernels/cuda/lab/lab_block.cuh, the copy a developer edits). TFLOP/s use DESIGN.md's FLOP count
+// (gdr::forward_flops / backward_flops);
 // --peak-tflops gives the fraction of the device's dense bf16 peak.
 #include <cuda_runtime.h>
 
@@ -122,7 +123,21 @@ struct Variant {
   std::string name;
   Problem p;
   bool lab = false;
-  int64_t vt = 0;  // 0: the plan's choice
+  int64_t vt = 0, sub = 0;  // 0: the plan's choice
+};
+
+// Sets GDN_FUSED_VT / GDN_FUSED_SUB for a variant while in scope (the plan reads them).
+struct PlanOverrides {
+  explicit PlanOverrides(const Variant& v) {
+    if (v.vt > 0) setenv("GDN_FUSED_VT", std::to_string(v.vt).c_str(), 1);
+    if (v.sub > 0) setenv("GDN_FUSED_SUB", std::to_string(v.sub).c_str(), 1);
+  }
+  ~PlanOverrides() {
+    unsetenv("GDN_FUSED_VT");
+    unsetenv("GDN_FUSED_SUB");
+  }
+  PlanOverrides(const PlanOverrides&) = delete;
+  PlanOverrides& operator=(const PlanOverrides&) = delete;
 };
 
 Variant parse_variant(const std::string& spec, const Problem& base) {
@@ -132,9 +147,14 @@ Variant parse_variant(const std::string& spec, const Problem& base) {
   const auto parts = split(spec, ':');
   const std::string impl = parts.empty() ? "" : parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
-    if (parts[i].rfind("vt=", 0) != 0)
-      throw std::invalid_argument("variant " + spec + ": unknown option " + parts[i]);
-    v.vt = std::atoll(parts[i].c_str() + 3);
+    if (parts[i].rfind("vt=", 0) == 0) {
+      v.vt = std::atoll(parts[i].c_str() + 3);
+    } else if (parts[i].rfind("sub=", 0) == 0) {
+      v.sub = std::atoll(parts[i].c_str() + 4);
+    } else {
+      throw std::invalid_argument("variant " + spec + ": unknown option " + parts[i] +
+                                  " (expected vt=N or sub=N)");
+    }
   }
   if (impl == "lab") {
     v.lab = true;
@@ -211,11 +231,10 @@ int run_lab(const Args& a) {
   lab.dbeta = device_alloc<T>(int64_t(h.g.size()));
   int64_t residual_max = 0, workspace_max = 0;
   for (const Variant& v : variants) {
-    if (v.vt > 0) setenv("GDN_FUSED_VT", std::to_string(v.vt).c_str(), 1);
+    const PlanOverrides overrides(v);
     residual_max = std::max(residual_max, residual_elems(v.p));
     workspace_max = std::max({workspace_max, cuda_forward_workspace_elems(v.p, sizeof(T)),
                               cuda_backward_workspace_elems(v.p, sizeof(T))});
-    unsetenv("GDN_FUSED_VT");
   }
   lab.residual = device_alloc<A>(residual_max);
   lab.workspace = device_alloc<A>(workspace_max);
@@ -237,16 +256,16 @@ int run_lab(const Args& a) {
       prop.name, (long long)base.B, (long long)base.T, (long long)base.H, (long long)base.HV,
       (long long)base.K, (long long)base.V, base.chunk, a.dtype.c_str(), a.repeats,
       scrub.bytes >> 20);
-  std::printf("%-16s %-8s %5s %10s %10s %10s %9s %7s %10s  %s\n", "variant", "mode", "vt",
-              "median_ms", "q1_ms", "q3_ms", "TFLOP/s", "%peak", "max_err", "(worst of)");
+  std::printf("%-16s %-8s %5s %5s %10s %10s %10s %9s %7s %10s  %s\n", "variant", "mode", "vt",
+              "sub", "median_ms", "q1_ms", "q3_ms", "TFLOP/s", "%peak", "max_err", "(worst of)");
   const auto modes = split(a.modes, ',');
   for (const Variant& var : variants) {
-    if (var.vt > 0) setenv("GDN_FUSED_VT", std::to_string(var.vt).c_str(), 1);
+    const PlanOverrides overrides(var);
     const std::string fallback =
         var.p.impl == Impl::fused ? cuda_fused_fallback(var.p, true, sizeof(T)) : "";
-    const int64_t vt = var.p.impl == Impl::fused && fallback.empty()
-                           ? cuda_fused_plan(var.p, true, sizeof(T)).vt
-                           : 0;
+    const fused::Plan plan = var.p.impl == Impl::fused && fallback.empty()
+                                 ? cuda_fused_plan(var.p, true, sizeof(T))
+                                 : fused::Plan{};
     // Correctness first: one forward + backward, every output against the reference.
     lab.forward(var);
     lab.backward(var);
@@ -279,15 +298,14 @@ int run_lab(const Args& a) {
           1, a.repeats, lab.stream, scrub);
       const double flops = forward_flops(var.p) + (bwd ? backward_flops(var.p) : 0);
       const double tflops = flops / (s.median * 1e-3) / 1e12;
-      std::printf("%-16s %-8s %5lld %10.3f %10.3f %10.3f %9.2f %7s %10.3g  %s%s\n",
-                  var.name.c_str(), mode.c_str(), (long long)vt, s.median, s.q1, s.q3, tflops,
-                  a.peak_tflops > 0
-                      ? (std::to_string(int(100 * tflops / a.peak_tflops)) + "%").c_str()
-                      : "-",
-                  worst, worst_name.c_str(),
-                  fallback.empty() ? "" : ("  [ran chunked: " + fallback + "]").c_str());
+      std::printf(
+          "%-16s %-8s %5lld %5lld %10.3f %10.3f %10.3f %9.2f %7s %10.3g  %s%s\n", var.name.c_str(),
+          mode.c_str(), (long long)plan.vt, (long long)plan.sub, s.median, s.q1, s.q3, tflops,
+          a.peak_tflops > 0 ? (std::to_string(int(100 * tflops / a.peak_tflops)) + "%").c_str()
+                            : "-",
+          worst, worst_name.c_str(),
+          fallback.empty() ? "" : ("  [ran chunked: " + fallback + "]").c_str());
     }
-    unsetenv("GDN_FUSED_VT");
   }
   return 0;
 }
@@ -307,7 +325,8 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", a.chunk, "chunk size (16, 32, 64)");
   app.add_option("--dtype", a.dtype, "bfloat16 or float32")
       ->check(CLI::IsMember({"bfloat16", "float32"}));
-  app.add_option("--variants", a.variants, "recurrent,chunked,chunked_fat,fused[:vt=N],lab[:vt=N]")
+  app.add_option("--variants", a.variants,
+                 "recurrent,chunked,chunked_fat,fused[:vt=N][:sub=N],lab[...]")
       ->delimiter(',');
   app.add_option("--modes", a.modes, "fwd,fwd_bwd");
   app.add_option("--check", a.check, "cpu (fp64 reference), first (the first variant) or none")

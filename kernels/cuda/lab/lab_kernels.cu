@@ -15,7 +15,7 @@ void lab_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>&
   if (!pl.ok) throw std::invalid_argument("lab forward: " + pl.why);
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
                                    in.h0, out.o, out.ht, out.residual};
-  fused::launch_forward<LabBlock, T>(pl, fused::dims_of(p, pl.vt), args,
+  fused::launch_forward<LabBlock, T>(pl, fused::dims_of(p, pl.vt, pl.sub), args,
                                      static_cast<cudaStream_t>(stream));
 }
 
@@ -26,7 +26,7 @@ void lab_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& 
   const fused::BackwardArgs<T> args{in.q,  in.k,  in.v,       in.g,        in.beta,
                                     a.d_o, a.dht, a.residual, a.workspace, a.dq,
                                     a.dk,  a.dv,  a.dg,       a.dbeta,     a.dh0};
-  fused::launch_backward<LabBlock, T>(pl, fused::dims_of(p, pl.vt), args,
+  fused::launch_backward<LabBlock, T>(pl, fused::dims_of(p, pl.vt, pl.sub), args,
                                       static_cast<cudaStream_t>(stream));
 }
 
