@@ -213,7 +213,10 @@ TEST(FusedPlan, SplitsTheChunkWhereItDoesNotFit) {
       EXPECT_EQ(pl.smem_bytes,
                 fused::smem_bytes(shape(4, 8192, 8, 8, D, D, 32), pl.vt, true, in_bytes));
     }
-  // K = 256 steps in sub-chunks of 16 there; only fp64 at K = 256 fits nothing.
+  // An A100's 163 KiB holds the K = 64 bf16 backward whole, the K = 128 one in sub-chunks.
+  EXPECT_EQ(fused::plan(shape(4, 8192, 8, 8, 64, 64, 64), true, 2, 166912, 108).sub, 64);
+  EXPECT_EQ(fused::plan(shape(4, 8192, 8, 8, 128, 128, 64), true, 2, 166912, 108).sub, 32);
+  // K = 256 steps in sub-chunks of 16 on the 99 KiB part; only fp64 at K = 256 fits nothing.
   const Problem k256 = shape(4, 8192, 8, 8, 256, 256, 64);
   EXPECT_EQ(fused::plan(k256, true, 2, kRtx3090Smem, kRtx3090Sms).sub, 16);
   EXPECT_EQ(fused::plan(k256, true, 4, kRtx3090Smem, kRtx3090Sms).sub, 16);
