@@ -333,6 +333,7 @@ struct Case {
   int64_t vt;
   bool h0, dht;
   Gates gates;
+  int64_t sub = 0;  // the kernels' chunk (0: the chunk itself)
 };
 
 const Case kCases[] = {
@@ -350,31 +351,31 @@ Problem problem_of(const Case& c) {
   return p;
 }
 
-template <typename T>
-void check_against_reference(double tol) {
-  for (const Case& c : kCases) {
+template <typename T, size_t N>
+void check_against_reference(const Case (&cases)[N], double tol) {
+  for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const Problem p = problem_of(c);
     const Data d = make_data(p, c.gates, 77 + c.T);
     const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
-    const Result got = run_fused_emulated<T>(p, c.vt, d, false);
+    const Result got = run_fused_emulated<T>(p, c.vt, d, false, c.sub);
     expect_close(got, reference(p, seen), tol);
   }
 }
 
 TEST(FusedEmulation, Fp64MatchesTheRecurrentReference) {
-  check_against_reference<double>(1e-10);
+  check_against_reference<double>(kCases, 1e-10);
 }
 
 TEST(FusedEmulation, Fp32MatchesTheRecurrentReference) {
-  check_against_reference<float>(1e-5);
+  check_against_reference<float>(kCases, 1e-5);
 }
 
 // bf16: the products run on tensor cores from bf16-rounded operands (the state, A, Y, Vn, ...
 // are rounded where they enter a product, as flash-linear-attention's kernels do), so the error
 // is that of bf16 arithmetic, not only of bf16 inputs.
 TEST(FusedEmulation, Bf16TensorCorePathMatchesTheRecurrentReference) {
-  check_against_reference<bf16>(1e-2);
+  check_against_reference<bf16>(kCases, 1e-2);
 }
 
 TEST(FusedEmulation, ThreadOrderDoesNotMatter) {
@@ -405,57 +406,33 @@ TEST(FusedEmulation, EveryTileWidthGivesTheSameGradients) {
 
 // ---- sub-chunks: the kernels step through each chunk in R parts ---------------------------------
 
-struct SubCase {
-  const char* name;
-  int64_t B, T, H, HV, K, V;
-  int chunk;
-  int64_t sub, vt;
-};
-
 // T not a multiple of the chunk or the sub-chunk, GVA with several V tiles, K != V, R = 2 and 4.
-const SubCase kSubCases[] = {
-    {"c64_sub32_partial", 1, 150, 1, 1, 32, 32, 64, 32, 32},
-    {"c64_sub16_gva_tiles", 1, 77, 1, 2, 16, 32, 64, 16, 16},
-    {"c32_sub16_k_ne_v", 2, 45, 1, 1, 48, 16, 32, 16, 16},
+const Case kSubCases[] = {
+    {"c64_sub32_partial", 1, 150, 1, 1, 32, 32, 64, 32, true, true, Gates::realistic, 32},
+    {"c64_sub16_gva_tiles", 1, 77, 1, 2, 16, 32, 64, 16, true, true, Gates::realistic, 16},
+    {"c32_sub16_k_ne_v", 2, 45, 1, 1, 48, 16, 32, 16, false, true, Gates::strong_decay, 16},
 };
-
-Problem problem_of(const SubCase& c) {
-  Problem p = shape(c.B, c.T, c.H, c.HV, c.K, c.V, c.chunk);
-  p.has_h0 = p.want_ht = true;
-  return p;
-}
-
-template <typename T>
-void check_sub_chunks(double tol) {
-  for (const SubCase& c : kSubCases) {
-    SCOPED_TRACE(c.name);
-    const Problem p = problem_of(c);
-    const Data d = make_data(p, Gates::realistic, 31 + c.T);
-    const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
-    expect_close(run_fused_emulated<T>(p, c.vt, d, false, c.sub), reference(p, seen), tol);
-  }
-}
 
 TEST(FusedSubChunks, MatchTheRecurrentReference) {
-  check_sub_chunks<double>(1e-10);
-  check_sub_chunks<float>(1e-5);
-  check_sub_chunks<bf16>(1e-2);
+  check_against_reference<double>(kSubCases, 1e-10);
+  check_against_reference<float>(kSubCases, 1e-5);
+  check_against_reference<bf16>(kSubCases, 1e-2);
 }
 
 TEST(FusedSubChunks, TheResidualHoldsTheChunkStartStates) {
   // The forward in sub-chunks saves every R-th state: the residual of the Problem's chunk, as the
   // forward in whole chunks writes it, so either backward (or chunked) can read it.
-  for (const SubCase& c : kSubCases) {
+  for (const Case& c : kSubCases) {
     SCOPED_TRACE(c.name);
     const Problem p = problem_of(c);
-    const Data d = make_data(p, Gates::realistic, 3);
+    const Data d = make_data(p, c.gates, 3);
     const Inputs<double> in{d.q.data(), d.k.data(),    d.v.data(),
-                            d.g.data(), d.beta.data(), d.h0.data()};
+                            d.g.data(), d.beta.data(), p.has_h0 ? d.h0.data() : nullptr};
     std::vector<double> residual[2], o[2], ht[2];
     for (int i = 0; i < 2; ++i) {
       residual[i].assign(residual_elems(p), std::nan(""));
       o[i].resize(d.v.size());
-      ht[i].resize(d.h0.size());
+      ht[i].resize(p.B * p.HV * p.K * p.V);
       fused::emulate_forward<double>(
           p, c.vt, in, ForwardOutputs<double>{o[i].data(), ht[i].data(), residual[i].data()}, false,
           i == 0 ? 0 : c.sub);
@@ -469,9 +446,9 @@ TEST(FusedSubChunks, TheResidualHoldsTheChunkStartStates) {
 }
 
 TEST(FusedSubChunks, ThreadOrderDoesNotMatter) {
-  const SubCase& c = kSubCases[1];
+  const Case& c = kSubCases[1];
   const Problem p = problem_of(c);
-  const Data d = make_data(p, Gates::realistic, 9);
+  const Data d = make_data(p, c.gates, 9);
   expect_close(run_fused_emulated<float>(p, c.vt, d, true, c.sub),
                run_fused_emulated<float>(p, c.vt, d, false, c.sub), 0);
   expect_close(run_fused_emulated<bf16>(p, c.vt, d, true, c.sub),
