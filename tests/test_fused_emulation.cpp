@@ -419,6 +419,26 @@ TEST(FusedSubChunks, MatchTheRecurrentReference) {
   check_against_reference<bf16>(kSubCases, 1e-2);
 }
 
+TEST(FusedSubChunks, TheRtx3090PlanMatchesTheReference) {
+  // K = V = 128, C = 64 with the tile and sub-chunk a 99 KiB part's plan picks for the backward
+  // (the forward run the same way), every dtype.
+  Problem p = shape(1, 100, 1, 1, 128, 128, 64);
+  p.has_h0 = p.want_ht = true;
+  const Data d = make_data(p, Gates::realistic, 13);
+  for (int64_t in_bytes : {2, 4}) {
+    const fused::Plan pl = fused::plan(p, true, in_bytes, kRtx3090Smem, kRtx3090Sms);
+    ASSERT_TRUE(pl.ok) << pl.why;
+    ASSERT_EQ(pl.sub, 32);
+    if (in_bytes == 2) {
+      expect_close(run_fused_emulated<bf16>(p, pl.vt, d, false, pl.sub),
+                   reference(p, round_to<bf16>(d)), 1e-2);
+    } else {
+      expect_close(run_fused_emulated<float>(p, pl.vt, d, false, pl.sub),
+                   reference(p, round_to<float>(d)), 1e-5);
+    }
+  }
+}
+
 TEST(FusedSubChunks, TheResidualHoldsTheChunkStartStates) {
   // The forward in sub-chunks saves every R-th state: the residual of the Problem's chunk, as the
   // forward in whole chunks writes it, so either backward (or chunked) can read it.

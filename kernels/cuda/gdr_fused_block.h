@@ -290,7 +290,8 @@ GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b,
 
 // The state of slice s at the start of step c (V tile v0..) from the residual, which holds it at
 // every R-th step: the saved state, then c % R forward steps (the backward's recompute; ends with
-// a barrier when it runs any).
+// a barrier when it runs any). A step reads S only after its loads and two barriers, so the load
+// of S needs no barrier of its own.
 template <typename T, class Exec, class In>
 GDN_HD void load_state(const Exec& ex, const Dims& d, const In& in, const acc_t<T>* residual,
                        int64_t s, int64_t v0, int64_t c, const StepTiles<T>& m) {
@@ -300,9 +301,7 @@ GDN_HD void load_state(const Exec& ex, const Dims& d, const In& in, const acc_t<
     const A* r = residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
     for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
   }
-  const int64_t first = c - c % d.R;
-  if (first < c) ex.sync();
-  for (int64_t step = first; step < c; ++step)
+  for (int64_t step = c - c % d.R; step < c; ++step)
     forward_step<T, false>(ex, d, in, s / d.HV, s % d.HV, v0, step * d.C, m, nullptr);
 }
 
