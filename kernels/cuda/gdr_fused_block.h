@@ -288,23 +288,6 @@ GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b,
   ex.sync();
 }
 
-// The state of slice s at the start of step c (V tile v0..) from the residual, which holds it at
-// every R-th step: the saved state, then c % R forward steps (the backward's recompute; ends with
-// a barrier when it runs any). A step reads S only after its loads and two barriers, so the load
-// of S needs no barrier of its own.
-template <typename T, class Exec, class In>
-GDN_HD void load_state(const Exec& ex, const Dims& d, const In& in, const acc_t<T>* residual,
-                       int64_t s, int64_t v0, int64_t c, const StepTiles<T>& m) {
-  using A = acc_t<T>;
-  const int VT = int(d.vt);
-  GDN_EACH_THREAD(ex, tid) {
-    const A* r = residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
-    for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
-  }
-  for (int64_t step = c - c % d.R; step < c; ++step)
-    forward_step<T, false>(ex, d, in, s / d.HV, s % d.HV, v0, step * d.C, m, nullptr);
-}
-
 template <typename T, class Exec>
 GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& args, acc_t<T>* sm,
                           int64_t block) {
@@ -348,6 +331,23 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
 
 // ---- backward ---------------------------------------------------------------------------------
 
+// The state of slice s at the start of step c (V tile v0..) from the residual, which holds it at
+// every R-th step: the saved state, then c % R forward steps (the backward's recompute; ends with
+// a barrier when it runs any). A step reads S only after its loads and two barriers, so the load
+// of S needs no barrier of its own.
+template <typename T, class Exec>
+GDN_HD void load_state(const Exec& ex, const Dims& d, const BackwardArgs<T>& args, int64_t s,
+                       int64_t v0, int64_t c, const StepTiles<T>& m) {
+  using A = acc_t<T>;
+  const int VT = int(d.vt);
+  GDN_EACH_THREAD(ex, tid) {
+    const A* r = args.residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
+    for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
+  }
+  for (int64_t step = c - c % d.R; step < c; ++step)
+    forward_step<T, false>(ex, d, args, s / d.HV, s % d.HV, v0, step * d.C, m, nullptr);
+}
+
 template <typename T, class Exec>
 GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
                            acc_t<T>* sm) {
@@ -390,7 +390,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   ex.sync();
   for (int64_t c = d.NT - 1; c >= 0; --c) {
     const int64_t t0 = c * d.C, rows = d.T - t0 < d.C ? d.T - t0 : d.C;
-    load_state<T>(ex, d, args, args.residual, s, v0, c, steps);
+    load_state<T>(ex, d, args, s, v0, c, steps);
     GDN_EACH_THREAD(ex, tid) {
       load_keys(tid, ex.threads, d, args.q, args.k, b, h, t0, kq);
       load_value_tile(tid, ex.threads, d, args.v, b, hv, t0, v0, yr);
