@@ -45,9 +45,13 @@ struct Dims {
   GDN_HD int64_t blocks() const { return B * HV * NVT; }
 };
 
-// sub: the kernel's chunk, a divisor of p.chunk (0: p.chunk itself).
+// The kernels' chunk for sub, a divisor of p.chunk (0: p.chunk itself).
+inline int64_t kernel_chunk(const Problem& p, int64_t sub) {
+  return sub > 0 ? sub : p.chunk;
+}
+
 inline Dims dims_of(const Problem& p, int64_t vt, int64_t sub = 0) {
-  const int64_t C = sub > 0 ? sub : p.chunk;
+  const int64_t C = kernel_chunk(p, sub);
   return Dims{
       p.B,       p.T, p.H,      p.HV,   p.K, p.V, C, (p.T + C - 1) / C, p.chunk / C, p.num_chunks(),
       p.group(), vt,  p.V / vt, p.scale};
@@ -148,7 +152,7 @@ struct Plan {
 // chunk sub (0: p.chunk).
 inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t in_bytes,
                           int64_t sub = 0) {
-  const int64_t C = sub > 0 ? sub : p.chunk;
+  const int64_t C = kernel_chunk(p, sub);
   const int64_t elems = backward ? BackwardLayout(C, p.K, vt, kThreads, in_bytes).total
                                  : ForwardLayout(C, p.K, vt, in_bytes).total;
   return elems * acc_bytes_of(in_bytes);
@@ -159,7 +163,7 @@ inline int64_t smem_bytes(const Problem& p, int64_t vt, bool backward, int64_t i
 // repeats the vt-independent work in each of them. The backward at R = p.chunk / sub > 1 adds
 // its recomputed states: (R - 1) / 2 forward state updates per step.
 inline double block_macs(const Problem& p, int64_t vt, bool backward, int64_t sub = 0) {
-  const double C = double(sub > 0 ? sub : p.chunk), K = double(p.K), w = double(vt);
+  const double C = double(kernel_chunk(p, sub)), K = double(p.K), w = double(vt);
   const double R = double(p.chunk) / C;
   if (!backward) return 2 * C * C * K + C * C * C / 3 + (3 * C * K + 2 * C * C) * w;
   const double state_update = C * C * K + C * C * C / 3 + (2 * C * K + C * C) * w;
