@@ -98,7 +98,8 @@ void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
                    void* stream);
 #endif
 
-// DESIGN.md's FLOP counts per token-head, for GFLOP/s and fraction of peak.
+// The FLOP counts of docs/design.md ("The gated delta rule") per token-head, for GFLOP/s and
+// fraction of peak.
 double forward_flops(const Problem& p);
 double backward_flops(const Problem& p);
 

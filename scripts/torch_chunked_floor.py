@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The floor a user would otherwise have: a straightforward PyTorch implementation of the chunked
-gated delta rule (DESIGN.md section 3, eager ops, autograd for the backward), timed on the seed's
+gated delta rule (docs/design.md, "The gated delta rule", eager ops, autograd for the backward), timed on the seed's
 shapes on a CUDA device, in the seed benchmark's JSON schema (impl "torch_chunked").
 
 It first checks itself against a step-by-step recurrence in float64 on a small problem, then

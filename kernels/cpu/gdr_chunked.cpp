@@ -8,7 +8,8 @@
 // Residual `minimal`: the chunk-start states; the backward recomputes A, W, U, Vn, P.
 // Residual `full`: the states, then A and [W | U] of every chunk, which the backward reuses.
 // With GVA the per-value-head dq, dk go to the workspace and are summed over the group in a
-// fixed order at the end (deterministic). Math and notation: DESIGN.md section 3.
+// fixed order at the end (deterministic). Math and notation: docs/design.md, "The gated delta
+// rule".
 #include <algorithm>
 #include <cstring>
 

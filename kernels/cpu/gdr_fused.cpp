@@ -5,7 +5,8 @@
 // Forward: threads over (b, value head). Backward: threads over (b, key head) with the value
 // heads of the group inside, chunk-major, so dq and dk of a chunk are summed over the group in a
 // fixed order in an fp32/fp64 tile before they are stored. The chunk-start states come from the
-// residual (`minimal` policy); everything else is recomputed per chunk. Math: DESIGN.md section 3.
+// residual (`minimal` policy); everything else is recomputed per chunk. Math: docs/design.md, "The
+// gated delta rule".
 #include <algorithm>
 #include <cstring>
 

@@ -181,7 +181,7 @@ A dot(const A* x, const A* y, int64_t n) {
   return s;
 }
 
-// dg of one (padded) chunk. DESIGN.md's dG has the form
+// dg of one (padded) chunk. The dG of docs/design.md has the form
 //   dG_i = a_i + rowsum(X)_i - colsum(X)_i  (+ c at i = C-1),  X strictly lower,
 // with X = dP o P + dM o M and, in its last row, s (the e_i = Gam_{C-1,i} terms). Since G is the
 // in-chunk cumsum of g, dg_t = sum_{i >= t} dG_i = sum_{i >= t} a_i + sum_{i >= t > j} X_ij + c.

@@ -1,8 +1,8 @@
 // The chunked gated delta rule's backward on CUDA: kernels/cpu/gdr_chunked.cpp's backward with
-// cuBLAS strided-batched GEMMs over every chunk tile (DESIGN.md section 3 has the math). The
-// chunk-start states come from the residual; A and [W | U] too with the `full` policy, else they
-// are recomputed. The reverse recurrence runs chunk after chunk, one batched GEMM per step over
-// the value slices:
+// cuBLAS strided-batched GEMMs over every chunk tile (docs/design.md, "The gated delta rule" has
+// the math). The chunk-start states come from the residual; A and [W | U] too with the `full`
+// policy, else they are recomputed. The reverse recurrence runs chunk after chunk, one batched GEMM
+// per step over the value slices:
 //   dS' of chunk c = dS of chunk c + 1 (or dht);  dVn += diag(e) K dS';
 //   dS = gamma_C dS' + (gamma Q)^T dO - W^T dVn.
 // Then all chunk-local products as batched GEMMs, one block per chunk for the element-wise terms

@@ -3,8 +3,8 @@
 // backward then recomputes the states inside a chunk from the residual's, load_state), with the
 // state tile and all chunk-local matrices in shared memory (layouts: gdr_fused_plan.h). Written
 // once for the GPU (gdr_fused.cu) and the CPU emulator (block_exec.h;
-// tests/test_fused_emulation.cpp). Math: DESIGN.md section 3, with W never formed: since W = A Xw
-// and U = A Xu,
+// tests/test_fused_emulation.cpp). Math: docs/design.md, "The gated delta rule", with W never
+// formed: since W = A Xw and U = A Xu,
 //   Vn = U - W S = A Y,   Y = Xu - Xw S = diag(beta) (V - diag(gamma) K S) = diag(beta) Yr,
 // so the forward needs K S (C x K x vt) and A Y (C x C x vt) instead of A Xw (C x C x K) and
 // W S, and a C x K buffer less. The backward follows from the same form (Z = A^T dVn = dY):

@@ -2,8 +2,8 @@
 // rule switched off, gdr_recurrent.cu). One block per (b, key head) runs the CPU's chunked
 // backward (kernels/cpu/gdr_ssd.cpp) chunk after chunk in reverse, the value heads of the group
 // inside, with every chunk tile in the same per-slice scratch (so the CPU workspace size fits)
-// and the small products done by block_gemm. Per chunk and value head (DESIGN.md section 3 with
-// Vn = V, no W, U, A):
+// and the small products done by block_gemm. Per chunk and value head (docs/design.md, "The gated
+// delta rule" with Vn = V, no W, U, A):
 //   DS = dO S^T:   dQ += diag(gamma) DS,  a_i = (gamma_i q_i) . DS_i
 //   dV = diag(e) K dS' + P^T dO,  s_i = e_i k_i . (dS' v_i)
 //   dS = gamma_C dS' + (diag(gamma) Q)^T dO,  dK += diag(e) V dS'^T

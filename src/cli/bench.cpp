@@ -1,8 +1,8 @@
 // `gdn bench`: times the gated-delta-rule implementations over a sweep of shapes and dtypes
-// and writes the seed's JSON schema (shared/reference/seed-bench-rtx3090-jax.json): per result
-// median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of every
-// gradient against the fp64 recurrent reference, GFLOP/s by DESIGN.md's count and the fraction
-// of the device's measured peak.
+// and writes the seed's JSON schema (docs/benchmarks/reference/seed-bench-rtx3090-jax.json): per
+// result median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of
+// every gradient against the fp64 recurrent reference, GFLOP/s by docs/design.md's count and the
+// fraction of the device's measured peak.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // Model FLOPs per token, for tokens/s -> model FLOP utilisation (MFU):
 //   matmuls: 2 * (params of every Linear, lm_head included, embeddings excluded) per token
 //   forward and twice that backward (6 N in all), plus the gated-delta-rule kernel's own count
-//   (DESIGN.md section 3) per layer.
+//   (docs/design.md, "The gated delta rule") per layer.
 #pragma once
 #include "layers/config.h"
 

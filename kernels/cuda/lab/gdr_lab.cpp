@@ -9,7 +9,7 @@
 //
 // Variants: recurrent, chunked, chunked_fat, fused (the library, through gdr::forward_cuda /
 // backward_cuda; fused:vt=N forces the V tile, fused:sub=N the kernels' chunk), lab
-// (kernels/cuda/lab/lab_block.cuh, the copy a developer edits). TFLOP/s use DESIGN.md's FLOP
+// (kernels/cuda/lab/lab_block.cuh, the copy a developer edits). TFLOP/s use docs/design.md's FLOP
 // count (gdr::forward_flops / backward_flops); --peak-tflops gives the fraction of the device's
 // dense bf16 peak.
 #include <cuda_runtime.h>

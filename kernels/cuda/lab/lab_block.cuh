@@ -1,8 +1,8 @@
 // The kernel lab's experimental block code: the `lab` variant of gdr_lab runs this through the
 // library's launch path (gdr_fused_launch.cuh) next to the library's own kernels.
 //
-// To try an idea without touching the library: copy kernels/cuda/gdr_fused_block.h here (say as
-// lab/fused_block_next.h, namespace gdn::gdr::lab), include it below instead of the library's,
+// To try an idea without touching the library: copy kernels/cuda/gdr_fused_block.h into this folder
+// (say as fused_block_next.h, namespace gdn::gdr::lab), include it below instead of the library's,
 // point LabBlock at its forward_block / backward_block, and run
 //   build/gdr_lab --variants fused,lab --check cpu
 // which checks both against the fp64 reference and times them side by side. When `lab` wins and
