@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/enum_table.h"
 #include "kernels/numeric.h"
 
 namespace gdn::gdr {
@@ -23,9 +24,27 @@ enum class Impl { recurrent, chunked, fused, ssd };
 // chunked_fat). Other implementations ignore it.
 enum class Residual { minimal, full };
 
-const char* impl_name(Impl impl);
-Impl parse_impl(const std::string& name);  // throws std::invalid_argument naming the value
-const char* residual_name(Residual r);
+inline constexpr EnumEntry<Impl> kImplNames[] = {{Impl::recurrent, "recurrent"},
+                                                 {Impl::chunked, "chunked"},
+                                                 {Impl::fused, "fused"},
+                                                 {Impl::ssd, "ssd"}};
+inline constexpr EnumEntry<Residual> kResidualNames[] = {{Residual::minimal, "minimal"},
+                                                         {Residual::full, "full"}};
+inline EnumTable<Impl> enum_table(Impl) {
+  return kImplNames;
+}
+inline EnumTable<Residual> enum_table(Residual) {
+  return kResidualNames;
+}
+
+inline const char* impl_name(Impl impl) {
+  return enum_name(impl);
+}
+inline const char* residual_name(Residual r) {
+  return enum_name(r);
+}
+// Throw std::invalid_argument naming the value and the choices.
+Impl parse_impl(const std::string& name);
 Residual parse_residual(const std::string& name);
 
 struct Problem {

@@ -218,24 +218,23 @@ GradcheckReport run_layer_gradcheck(const std::string& name, uint64_t seed, int6
 }
 
 std::vector<std::string> kernel_gradcheck_names() {
-  return {"recurrent", "chunked", "chunked_full", "fused", "ssd"};
+  std::vector<std::string> names;
+  for (const gdr::Implementation& i : gdr::implementations()) names.push_back(i.name);
+  return names;
 }
 
 GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed) {
-  ops::GdrOptions opt;
-  std::string name = impl;
-  if (impl == "chunked_full") {
-    opt.residual = gdr::Residual::full;
-    name = "chunked";
-  }
+  const gdr::Implementation* entry = nullptr;
   try {
-    opt.impl = gdr::parse_impl(name);
+    entry = &gdr::find_implementation(impl);
   } catch (const std::invalid_argument&) {
-    GDN_FAIL("unknown kernel '", impl, "' (known: recurrent chunked chunked_full fused ssd)");
+    GDN_FAIL("unknown kernel '", impl, "' (known: ", gdr::implementation_names(), ")");
   }
+  ops::GdrOptions opt;
+  opt.use(*entry);
   opt.chunk_size = 16;
   opt.output_final_state = true;
-  const bool ssd = opt.impl == gdr::Impl::ssd;
+  const bool ssd = !entry->delta_rule;
   Generator g(seed + 77);
   // B=1, T=21 (a partial second chunk), H=1, HV=2 (GVA), K=4, V=3, with h0.
   std::vector<Tensor> in = {input({1, 21, 1, 4}, g), input({1, 21, 1, 4}, g),

@@ -14,7 +14,8 @@ std::vector<std::string> layer_gradcheck_names();
 autograd::GradcheckReport run_layer_gradcheck(const std::string& name, uint64_t seed = 0,
                                               int64_t max_elements = 24);
 
-// Kernel checks: one per implementation (recurrent, chunked, chunked_full, fused, ssd).
+// Kernel checks: one per implementation (the registry's: recurrent, chunked, chunked_fat, fused,
+// ssd).
 std::vector<std::string> kernel_gradcheck_names();
 autograd::GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed = 0);
 

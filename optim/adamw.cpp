@@ -43,24 +43,14 @@ void AdamW::update(Slot& slot, const Tensor& grad, double lr, double weight_deca
   Tensor& v = slot.state[1].second;  // exp_avg_sq
   const Device dev = p.device();
   const int64_t n = p.numel();
-  switch (p.dtype()) {
-    case DType::float32:
-      GDN_RUN_ON_DEVICE(dev, "AdamW",
-                        cpu::adamw_step(p.data<float>(), grad.data<float>(), m.data<float>(),
-                                        v.data<float>(), n, s),
-                        cuda::adamw_step(p.data<float>(), grad.data<float>(), m.data<float>(),
-                                         v.data<float>(), n, s, ops::detail::stream_of(dev)));
-      break;
-    case DType::float64:
-      GDN_RUN_ON_DEVICE(dev, "AdamW",
-                        cpu::adamw_step(p.data<double>(), grad.data<double>(), m.data<double>(),
-                                        v.data<double>(), n, s),
-                        cuda::adamw_step(p.data<double>(), grad.data<double>(), m.data<double>(),
-                                         v.data<double>(), n, s, ops::detail::stream_of(dev)));
-      break;
-    default:
-      GDN_FAIL("AdamW: parameter '", slot.name, "' has dtype ", dtype_name(p.dtype()));
-  }
+  // Parameters are float32 or float64 (checked when the optimizer is built).
+  dispatch_dtype<TypeList<float, double>>(p.dtype(), "AdamW", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "AdamW",
+                      cpu::adamw_step(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), n, s),
+                      cuda::adamw_step(p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), n, s,
+                                       ops::detail::stream_of(dev)));
+  });
 }
 
 }  // namespace gdn::optim

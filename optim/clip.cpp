@@ -52,14 +52,15 @@ double grad_norm(const std::vector<Tensor>& params) {
       g = ops::contiguous_copy(g);
     }
     const Device dev = g.device();
-    GDN_DISPATCH_FLOATING(
-        g.dtype(), "grad_norm",
-        GDN_RUN_ON_DEVICE(
-            dev, "grad_norm", cpu::sum_squares(g.data<scalar_t>(), g.numel(), &sums[i]), {
-              DeviceSums& d = cuda_slot(dev, i);
-              cuda::sum_squares(g.data<scalar_t>(), g.numel(), d.workspace.data<double>(),
-                                d.sums.data<double>() + i, ops::detail::stream_of(dev));
-            }));
+    dispatch_dtype<FloatingTypes>(g.dtype(), "grad_norm", [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
+      GDN_RUN_ON_DEVICE(
+          dev, "grad_norm", cpu::sum_squares(g.data<scalar_t>(), g.numel(), &sums[i]), {
+            DeviceSums& d = cuda_slot(dev, i);
+            cuda::sum_squares(g.data<scalar_t>(), g.numel(), d.workspace.data<double>(),
+                              d.sums.data<double>() + i, ops::detail::stream_of(dev));
+          });
+    });
   }
 #if defined(GDN_WITH_CUDA)
   for (auto& [index, d] : on_cuda) {

@@ -37,24 +37,14 @@ void Sgd::update(Slot& slot, const Tensor& grad, double lr, double weight_decay)
   Tensor buf = slot.state.empty() ? Tensor() : slot.state[0].second;
   const Device dev = p.device();
   const int64_t n = p.numel();
-  switch (p.dtype()) {
-    case DType::float32: {
-      float* b = buf.defined() ? buf.data<float>() : nullptr;
-      GDN_RUN_ON_DEVICE(dev, "SGD", cpu::sgd_step(p.data<float>(), grad.data<float>(), b, n, s),
-                        cuda::sgd_step(p.data<float>(), grad.data<float>(), b, n, s,
-                                       ops::detail::stream_of(dev)));
-      break;
-    }
-    case DType::float64: {
-      double* b = buf.defined() ? buf.data<double>() : nullptr;
-      GDN_RUN_ON_DEVICE(dev, "SGD", cpu::sgd_step(p.data<double>(), grad.data<double>(), b, n, s),
-                        cuda::sgd_step(p.data<double>(), grad.data<double>(), b, n, s,
-                                       ops::detail::stream_of(dev)));
-      break;
-    }
-    default:
-      GDN_FAIL("SGD: parameter '", slot.name, "' has dtype ", dtype_name(p.dtype()));
-  }
+  // Parameters are float32 or float64 (checked when the optimizer is built).
+  dispatch_dtype<TypeList<float, double>>(p.dtype(), "SGD", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* b = buf.defined() ? buf.data<T>() : nullptr;
+    GDN_RUN_ON_DEVICE(
+        dev, "SGD", cpu::sgd_step(p.data<T>(), grad.data<T>(), b, n, s),
+        cuda::sgd_step(p.data<T>(), grad.data<T>(), b, n, s, ops::detail::stream_of(dev)));
+  });
 }
 
 }  // namespace gdn::optim

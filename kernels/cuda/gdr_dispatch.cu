@@ -1,36 +1,135 @@
-// gdr::forward_cuda / gdr::backward_cuda (kernels/gated_delta_rule.h): validation of the Problem
-// and the pointers, then the CUDA implementation (kernels/cuda/gdr_*.cu) on the given stream.
-// `fused` runs its own kernels where its plan fits the device, else `chunked` with the minimal
-// residual (gdr_cuda.h: cuda_problem). Workspaces are sized by cuda_*_workspace_elems (the CUDA
-// kernels' own scratch, not the CPU's).
-#include <stdexcept>
+// The CUDA side of the gated-delta-rule registry (kernels/gdr_registry.h: cuda_kernels) and the
+// entry points gdr::forward_cuda / gdr::backward_cuda (kernels/gated_delta_rule.h): argument
+// checks, then the implementation's kernels (kernels/cuda/gdr_*.cu) on the given stream.
+// `fused` runs its own kernels where its plan fits the device, else the chunked kernels with the
+// minimal residual (the same residual), and says so once per shape on stderr. Workspaces are
+// sized by cuda_*_workspace_elems (the CUDA kernels' own scratch, not the CPU's).
+#include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "kernels/cuda/gdr_common.cuh"
 #include "kernels/cuda/gdr_cuda.h"
+#include "kernels/gdr_checks.h"
+#include "kernels/gdr_registry.h"
 
 namespace gdn::gdr {
 
 namespace {
 
-void require(const void* ptr, const char* what, const Problem& p) {
-  if (!ptr)
-    throw std::invalid_argument(std::string("gdr: ") + what + " is null (impl " +
-                                impl_name(p.impl) + ", CUDA)");
+using cuda::as_stream;
+
+// One line on stderr the first time a shape falls back, so that no fused run is silently chunked.
+void report_fallback_once(const Problem& p, bool backward, const std::string& why) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const std::string key = std::string(backward ? "backward" : "forward") +
+                          " K=" + std::to_string(p.K) + " V=" + std::to_string(p.V) +
+                          " C=" + std::to_string(p.chunk) + ": " + why;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.insert(key).second)
+    std::fprintf(stderr, "gdn: fused gated delta rule runs as chunked on this GPU (%s)\n",
+                 key.c_str());
 }
 
+// Each family's entry points with the registry's signature.
 template <typename T>
-void check_inputs(const Problem& p, const Inputs<T>& in) {
-  validate(p);
-  require(in.q, "q", p);
-  require(in.k, "k", p);
-  require(in.v, "v", p);
-  require(in.g, "g", p);
-  if (p.impl != Impl::ssd) require(in.beta, "beta", p);
-  if (p.has_h0) require(in.h0, "h0 (has_h0 is set)", p);
+void recurrent_fwd(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, void* s) {
+  cuda_detail::recurrent_forward(p, in, out, false, as_stream(s));
 }
+template <typename T>
+void ssd_fwd(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, void* s) {
+  cuda_detail::recurrent_forward(p, in, out, true, as_stream(s));
+}
+template <typename T>
+void recurrent_bwd(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* s) {
+  cuda_detail::recurrent_backward(p, in, a, as_stream(s));
+}
+template <typename T>
+void ssd_bwd(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* s) {
+  cuda_detail::ssd_backward(p, in, a, as_stream(s));
+}
+template <typename T>
+void chunked_fwd(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, void* s) {
+  cuda_detail::chunked_forward(p, in, out, as_stream(s));
+}
+template <typename T>
+void chunked_bwd(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* s) {
+  cuda_detail::chunked_backward(p, in, a, as_stream(s));
+}
+template <typename T>
+void fused_fwd(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, void* s) {
+  const Problem run = cuda_problem(p, false, sizeof(T));
+  if (run.impl == Impl::fused) return cuda_detail::fused_forward(p, in, out, as_stream(s));
+  report_fallback_once(p, false, cuda_fused_fallback(p, false, sizeof(T)));
+  cuda_detail::chunked_forward(run, in, out, as_stream(s));
+}
+template <typename T>
+void fused_bwd(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& a, void* s) {
+  const Problem run = cuda_problem(p, true, sizeof(T));
+  if (run.impl == Impl::fused) return cuda_detail::fused_backward(p, in, a, as_stream(s));
+  report_fallback_once(p, true, cuda_fused_fallback(p, true, sizeof(T)));
+  cuda_detail::chunked_backward(run, in, a, as_stream(s));
+}
+
+int64_t no_workspace(const Problem&, int64_t) {
+  return 0;
+}
+int64_t chunked_forward_ws(const Problem& p, int64_t) {
+  return cuda_detail::chunked_workspace(p, false);
+}
+int64_t chunked_backward_ws(const Problem& p, int64_t) {
+  return cuda_detail::chunked_workspace(p, true);
+}
+int64_t recurrent_backward_ws(const Problem& p, int64_t) {
+  return cuda_detail::recurrent_backward_workspace(p);
+}
+int64_t ssd_backward_ws(const Problem& p, int64_t) {
+  return cuda_detail::ssd_backward_workspace(p);
+}
+int64_t fused_forward_ws(const Problem& p, int64_t in_bytes) {
+  const Problem run = cuda_problem(p, false, in_bytes);
+  return run.impl == Impl::chunked ? cuda_detail::chunked_workspace(run, false) : 0;
+}
+int64_t fused_backward_ws(const Problem& p, int64_t in_bytes) {
+  const Problem run = cuda_problem(p, true, in_bytes);
+  if (run.impl == Impl::chunked) return cuda_detail::chunked_workspace(run, true);
+  return fused::backward_workspace(p, in_bytes, cuda_detail::fused_plan(p, true, in_bytes).sub);
+}
+
+#define GDN_GDR_CUDA_KERNELS(FWD, BWD, FWD_WS, BWD_WS)                                             \
+  CudaKernels {                                                                                    \
+    {{&FWD<float>, &BWD<float>}, {&FWD<double>, &BWD<double>}, {&FWD<bf16>, &BWD<bf16>}}, &FWD_WS, \
+        &BWD_WS                                                                                    \
+  }
+
+const CudaKernels kRecurrent =
+    GDN_GDR_CUDA_KERNELS(recurrent_fwd, recurrent_bwd, no_workspace, recurrent_backward_ws);
+const CudaKernels kChunked =
+    GDN_GDR_CUDA_KERNELS(chunked_fwd, chunked_bwd, chunked_forward_ws, chunked_backward_ws);
+const CudaKernels kFused =
+    GDN_GDR_CUDA_KERNELS(fused_fwd, fused_bwd, fused_forward_ws, fused_backward_ws);
+const CudaKernels kSsd = GDN_GDR_CUDA_KERNELS(ssd_fwd, ssd_bwd, no_workspace, ssd_backward_ws);
+
+#undef GDN_GDR_CUDA_KERNELS
 
 }  // namespace
+
+const CudaKernels& cuda_kernels(Impl impl) {
+  switch (impl) {
+    case Impl::recurrent:
+      return kRecurrent;
+    case Impl::chunked:
+      return kChunked;
+    case Impl::fused:
+      return kFused;
+    case Impl::ssd:
+      return kSsd;
+  }
+  throw std::invalid_argument("gdr: no CUDA kernels for implementation id " +
+                              std::to_string(int(impl)));
+}
 
 Problem cuda_problem(const Problem& p, bool backward, int64_t in_bytes) {
   Problem c = p;
@@ -51,82 +150,32 @@ std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t in_byte
   return pl.ok ? "" : pl.why;
 }
 
-int64_t cuda_forward_workspace_elems(const Problem& problem, int64_t in_bytes) {
-  const Problem p = cuda_problem(problem, false, in_bytes);
-  return p.impl == Impl::chunked ? cuda_detail::chunked_workspace(p, false) : 0;
+int64_t cuda_forward_workspace_elems(const Problem& p, int64_t in_bytes) {
+  return implementation_of(p).cuda->forward_workspace(p, in_bytes);
 }
 
-int64_t cuda_backward_workspace_elems(const Problem& problem, int64_t in_bytes) {
-  const Problem p = cuda_problem(problem, true, in_bytes);
-  switch (p.impl) {
-    case Impl::recurrent:
-      return cuda_detail::recurrent_backward_workspace(p);
-    case Impl::ssd:
-      return cuda_detail::ssd_backward_workspace(p);
-    case Impl::chunked:
-      return cuda_detail::chunked_workspace(p, true);
-    case Impl::fused:
-      return fused::backward_workspace(p, in_bytes, cuda_detail::fused_plan(p, true, in_bytes).sub);
-  }
-  return 0;
+int64_t cuda_backward_workspace_elems(const Problem& p, int64_t in_bytes) {
+  return implementation_of(p).cuda->backward_workspace(p, in_bytes);
 }
 
 template <typename T>
-void forward_cuda(const Problem& problem, const Inputs<T>& in, const ForwardOutputs<T>& out,
+void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                   void* stream) {
-  constexpr int64_t in_bytes = sizeof(T);
-  const Problem p = cuda_problem(problem, false, in_bytes);
-  check_inputs(p, in);
-  require(out.o, "o", p);
-  if (p.want_ht) require(out.ht, "ht (want_ht is set)", p);
-  require(out.residual, "residual", p);
-  if (cuda_forward_workspace_elems(p, in_bytes) > 0) require(out.workspace, "forward workspace", p);
+  detail::check_forward_args(p, in, out, cuda_forward_workspace_elems(p, sizeof(T)), "CUDA");
   Inputs<T> args = in;
   if (!p.has_h0) args.h0 = nullptr;
   ForwardOutputs<T> outs = out;
   if (!p.want_ht) outs.ht = nullptr;
-  cudaStream_t s = cuda::as_stream(stream);
-  switch (p.impl) {
-    case Impl::recurrent:
-      return cuda_detail::recurrent_forward(p, args, outs, false, s);
-    case Impl::ssd:
-      return cuda_detail::recurrent_forward(p, args, outs, true, s);
-    case Impl::chunked:
-      return cuda_detail::chunked_forward(p, args, outs, s);
-    case Impl::fused:
-      return cuda_detail::fused_forward(p, args, outs, s);
-  }
+  implementation_of(p).cuda->of<T>().forward(p, args, outs, stream);
 }
 
 template <typename T>
-void backward_cuda(const Problem& problem, const Inputs<T>& in, const BackwardArgs<T>& args,
+void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                    void* stream) {
-  constexpr int64_t in_bytes = sizeof(T);
-  const Problem p = cuda_problem(problem, true, in_bytes);
-  check_inputs(p, in);
-  require(args.d_o, "d_o", p);
-  require(args.residual, "residual", p);
-  if (cuda_backward_workspace_elems(p, in_bytes) > 0)
-    require(args.workspace, "backward workspace", p);
-  require(args.dq, "dq", p);
-  require(args.dk, "dk", p);
-  require(args.dv, "dv", p);
-  require(args.dg, "dg", p);
-  if (p.impl != Impl::ssd) require(args.dbeta, "dbeta", p);
-  if (p.has_h0) require(args.dh0, "dh0 (has_h0 is set)", p);
+  detail::check_backward_args(p, in, args, cuda_backward_workspace_elems(p, sizeof(T)), "CUDA");
   BackwardArgs<T> a = args;
   if (!p.has_h0) a.dh0 = nullptr;
-  cudaStream_t s = cuda::as_stream(stream);
-  switch (p.impl) {
-    case Impl::recurrent:
-      return cuda_detail::recurrent_backward(p, in, a, s);
-    case Impl::ssd:
-      return cuda_detail::ssd_backward(p, in, a, s);
-    case Impl::chunked:
-      return cuda_detail::chunked_backward(p, in, a, s);
-    case Impl::fused:
-      return cuda_detail::fused_backward(p, in, a, s);
-  }
+  implementation_of(p).cuda->of<T>().backward(p, in, a, stream);
 }
 
 template void forward_cuda<float>(const Problem&, const Inputs<float>&,

@@ -88,20 +88,22 @@ Reference reference(const CaseInputs& in, bool ssd, int chunk) {
   return ref;
 }
 
-json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
+// The fields that name a result row (also of a row that failed).
+json row_of(const std::string& impl, const std::string& mode, const Case& c) {
+  return {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
+          {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
+          {"chunk_size", c.chunk}};
+}
+
+json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
               const std::string& mode, const CaseInputs& in64, const Reference* ref,
               const DevicePeak& peak) {
   const Device dev = parse_device(a.device);
   const bool fwd_bwd = mode == "fwd_bwd";
   ops::GdrOptions opt;
-  std::string impl = impl_name;
-  if (impl == "chunked_fat") {
-    opt.residual = gdr::Residual::full;
-    impl = "chunked";
-  }
-  opt.impl = gdr::parse_impl(impl);
+  opt.use(impl);
   opt.chunk_size = c.chunk;
-  const bool ssd = opt.impl == gdr::Impl::ssd;
+  const bool ssd = !impl.delta_rule;
 
   auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), dev); };
   Tensor q = to_case(in64.q), k = to_case(in64.k), v = to_case(in64.v), g = to_case(in64.g);
@@ -142,16 +144,8 @@ json run_case(const BenchArgs& a, const Case& c, const std::string& impl_name,
     }
   };
   once(true);  // warm-up, correctness and memory
-  json r = {{"impl", impl_name},
-            {"mode", mode},
-            {"batch", c.B},
-            {"heads", c.H},
-            {"seq", c.T},
-            {"dk", c.D},
-            {"dv", c.D},
-            {"dtype", dtype_name(c.dtype)},
-            {"chunk_size", c.chunk},
-            {"device", dev.str()}};
+  json r = row_of(impl.name, mode, c);
+  r["device"] = dev.str();
   Timing t = time_it([&] { once(false); }, a.repeats, a.min_sample_ms);
   r["inner"] = t.inner;
   r["median_ms"] = t.median_ms;
@@ -213,12 +207,15 @@ void apply_preset(BenchArgs& a) {
   a.dtypes = {"bfloat16", "float32"};
   a.chunks = {64};
   a.repeats = 5;
-  a.impls = {"recurrent", "chunked", "chunked_fat", "fused", "ssd"};
+  a.impls.clear();
+  for (const gdr::Implementation& i : gdr::implementations()) a.impls.push_back(i.name);
 }
 
 void run(BenchArgs a) {
   apply_preset(a);
   const Device dev = parse_device(a.device);
+  std::vector<const gdr::Implementation*> impls;  // unknown names fail before any work
+  for (const auto& name : a.impls) impls.push_back(&gdr::find_implementation(name));
   DevicePeak peak = measure_peak(dev);
   std::vector<Case> cases;
   for (const auto& dts : a.dtypes)
@@ -232,34 +229,28 @@ void run(BenchArgs a) {
     CaseInputs in = make_inputs(c);
     std::unique_ptr<Reference> ref_gdr, ref_ssd;
     if (!a.no_reference) {
-      bool need_ssd = std::count(a.impls.begin(), a.impls.end(), "ssd") > 0;
-      bool need_gdr = a.impls.size() > (need_ssd ? 1u : 0u);
+      const bool need_ssd =
+          std::any_of(impls.begin(), impls.end(), [](const auto* i) { return !i->delta_rule; });
+      const bool need_gdr =
+          std::any_of(impls.begin(), impls.end(), [](const auto* i) { return i->delta_rule; });
       std::fprintf(stderr, "\r[%zu/%zu] fp64 reference B=%lld H=%lld T=%lld D=%lld...      ", done,
                    total, (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D);
       if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c.chunk));
       if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c.chunk));
     }
-    for (const auto& impl : a.impls)
+    for (const gdr::Implementation* impl : impls)
       for (const auto& mode : a.modes) {
         ++done;
         std::fprintf(stderr, "\r[%zu/%zu] %s %s B=%lld H=%lld T=%lld D=%lld %s C=%d           ",
-                     done, total, impl.c_str(), mode.c_str(), (long long)c.B, (long long)c.H,
+                     done, total, impl->name, mode.c_str(), (long long)c.B, (long long)c.H,
                      (long long)c.T, (long long)c.D, dtype_name(c.dtype), c.chunk);
-        const Reference* ref = impl == "ssd" ? ref_ssd.get() : ref_gdr.get();
+        const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
         json r;
         try {
-          r = run_case(a, c, impl, mode, in, ref, peak);
+          r = run_case(a, c, *impl, mode, in, ref, peak);
         } catch (const std::exception& e) {
-          r = {{"impl", impl},
-               {"mode", mode},
-               {"batch", c.B},
-               {"heads", c.H},
-               {"seq", c.T},
-               {"dk", c.D},
-               {"dv", c.D},
-               {"dtype", dtype_name(c.dtype)},
-               {"chunk_size", c.chunk},
-               {"error", e.what()}};
+          r = row_of(impl->name, mode, c);
+          r["error"] = e.what();
         }
         results.push_back(r);
       }
@@ -284,7 +275,7 @@ void run(BenchArgs a) {
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Benchmark the gated-delta-rule kernels (seed schema)");
-  cmd->add_option("--impls", a->impls, "recurrent,chunked,chunked_fat,fused,ssd")
+  cmd->add_option("--impls", a->impls, gdr::implementation_names())
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();

@@ -31,7 +31,8 @@ Tensor load_input(const fs::path& dir, const std::string& name, bool required) {
 }
 
 struct RunKernelArgs {
-  std::string impl = "chunked", device = "cpu", dtype = "float32", in, out, residual = "minimal";
+  std::string impl = "chunked", device = "cpu", dtype = "float32", in, out;
+  std::string residual;  // empty: the implementation's own policy
   int chunk_size = 64;
   double scale = 0;
 };
@@ -44,12 +45,13 @@ void run(const RunKernelArgs& a) {
   const DType acc = dt == DType::float64 ? DType::float64 : DType::float32;
   const DType out_dt = dt == DType::float64 ? DType::float64 : DType::float32;
   ops::GdrOptions opt;
-  opt.impl = gdr::parse_impl(a.impl);
-  opt.residual = gdr::parse_residual(a.residual);
+  const gdr::Implementation& impl = gdr::find_implementation(a.impl);
+  opt.use(impl);
+  if (!a.residual.empty()) opt.residual = gdr::parse_residual(a.residual);
   opt.chunk_size = a.chunk_size;
   if (a.scale != 0) opt.scale = a.scale;
   opt.output_final_state = true;
-  const bool ssd = opt.impl == gdr::Impl::ssd;
+  const bool ssd = !impl.delta_rule;
 
   const fs::path in(a.in), out(a.out);
   GDN_CHECK(fs::is_directory(in), "--in ", a.in, " is not a directory");
@@ -97,7 +99,7 @@ void add_run_kernel_command(CLI::App& app) {
   auto args = std::make_shared<RunKernelArgs>();
   auto* cmd = app.add_subcommand(
       "run-kernel", "Run one gated-delta-rule kernel on .npy inputs and write .npy outputs");
-  cmd->add_option("--impl", args->impl, "recurrent, chunked, fused or ssd")->capture_default_str();
+  cmd->add_option("--impl", args->impl, gdr::implementation_names())->capture_default_str();
   cmd->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "float32, bfloat16 or float64")->capture_default_str();
   cmd->add_option("--in", args->in, "directory with q k v g beta [h0 do dht].npy")->required();
@@ -105,7 +107,8 @@ void add_run_kernel_command(CLI::App& app) {
   cmd->add_option("--chunk-size", args->chunk_size, "chunk size: 16, 32 or 64")
       ->capture_default_str();
   cmd->add_option("--scale", args->scale, "query scale (default K^-1/2)");
-  cmd->add_option("--residual", args->residual, "minimal or full (chunked)")->capture_default_str();
+  cmd->add_option("--residual", args->residual,
+                  "minimal or full (chunked; default: the implementation's own)");
   cmd->callback([args] { run(*args); });
 }
 

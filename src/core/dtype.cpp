@@ -56,3 +56,11 @@ bool is_floating(DType d) {
 }
 
 }  // namespace gdn
+
+namespace gdn::detail {
+
+void fail_dispatch(const char* what, DType dt, const std::string& accepted) {
+  GDN_FAIL(what, ": expected one of ", accepted, ", got ", dtype_name(dt));
+}
+
+}  // namespace gdn::detail

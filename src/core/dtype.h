@@ -42,67 +42,43 @@ struct dtype_of<int64_t> {
   static constexpr DType value = DType::int64;
 };
 
+// One dtype dispatch for ops, optimizers and I/O: calls fn(TypeTag<T>{}) with the C++ type T of
+// `dt` among the `Types`, or fails naming `what`, the dtype and the types accepted. In the body:
+//   dispatch_dtype<FloatingTypes>(x.dtype(), "rms_norm", [&](auto tag) {
+//     using T = typename decltype(tag)::type;  ...  });
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+template <typename... Ts>
+struct TypeList {};
+using FloatingTypes = TypeList<float, double, bf16, fp16>;
+using KernelTypes = TypeList<float, double, bf16>;  // the gated-delta-rule kernels' inputs
+using IndexTypes = TypeList<int32_t, int64_t>;
+using AllTypes = TypeList<float, double, bf16, fp16, int32_t, int64_t>;
+
+namespace detail {
+[[noreturn]] void fail_dispatch(const char* what, DType dt, const std::string& accepted);
+template <typename Types>
+struct Dispatch;
+template <typename... Ts>
+struct Dispatch<TypeList<Ts...>> {
+  template <typename Fn>
+  static bool run(DType dt, Fn& fn) {
+    return ((dt == dtype_of<Ts>::value ? (fn(TypeTag<Ts>{}), true) : false) || ...);
+  }
+  static std::string names() {
+    std::string s;
+    ((s += (s.empty() ? "" : ", ") + std::string(dtype_name(dtype_of<Ts>::value))), ...);
+    return s;
+  }
+};
+}  // namespace detail
+
+template <typename Types, typename Fn>
+void dispatch_dtype(DType dt, const char* what, Fn&& fn) {
+  if (!detail::Dispatch<Types>::run(dt, fn))
+    detail::fail_dispatch(what, dt, detail::Dispatch<Types>::names());
+}
+
 }  // namespace gdn
-
-// Runs the body with `scalar_t` bound to the C++ type of a floating dtype.
-#define GDN_DISPATCH_FLOATING(DT, WHAT, ...)                                      \
-  switch (DT) {                                                                   \
-    case ::gdn::DType::float32: {                                                 \
-      using scalar_t = float;                                                     \
-      __VA_ARGS__;                                                                \
-      break;                                                                      \
-    }                                                                             \
-    case ::gdn::DType::float64: {                                                 \
-      using scalar_t = double;                                                    \
-      __VA_ARGS__;                                                                \
-      break;                                                                      \
-    }                                                                             \
-    case ::gdn::DType::bfloat16: {                                                \
-      using scalar_t = ::gdn::bf16;                                               \
-      __VA_ARGS__;                                                                \
-      break;                                                                      \
-    }                                                                             \
-    case ::gdn::DType::float16: {                                                 \
-      using scalar_t = ::gdn::fp16;                                               \
-      __VA_ARGS__;                                                                \
-      break;                                                                      \
-    }                                                                             \
-    default:                                                                      \
-      GDN_FAIL(WHAT, ": expected a floating dtype, got ", ::gdn::dtype_name(DT)); \
-  }
-
-#define GDN_DISPATCH_ALL(DT, WHAT, ...)  \
-  switch (DT) {                          \
-    case ::gdn::DType::float32: {        \
-      using scalar_t = float;            \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    case ::gdn::DType::float64: {        \
-      using scalar_t = double;           \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    case ::gdn::DType::bfloat16: {       \
-      using scalar_t = ::gdn::bf16;      \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    case ::gdn::DType::float16: {        \
-      using scalar_t = ::gdn::fp16;      \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    case ::gdn::DType::int32: {          \
-      using scalar_t = int32_t;          \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    case ::gdn::DType::int64: {          \
-      using scalar_t = int64_t;          \
-      __VA_ARGS__;                       \
-      break;                             \
-    }                                    \
-    default:                             \
-      GDN_FAIL(WHAT, ": unknown dtype"); \
-  }

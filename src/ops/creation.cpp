@@ -70,10 +70,11 @@ void fill_(Tensor& t, double value) {
   GDN_CHECK(t.is_contiguous(), "fill_ needs a contiguous tensor, got strides ",
             shape_str(t.strides()));
   const Device dev = t.device();
-  GDN_DISPATCH_ALL(
-      t.dtype(), "fill_",
-      GDN_RUN_ON_DEVICE(dev, "fill_", cpu::fill(t.data<scalar_t>(), t.numel(), value),
-                        cuda::fill(t.data<scalar_t>(), t.numel(), value, stream_of(dev))));
+  dispatch_dtype<AllTypes>(t.dtype(), "fill_", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "fill_", cpu::fill(t.data<scalar_t>(), t.numel(), value),
+                      cuda::fill(t.data<scalar_t>(), t.numel(), value, stream_of(dev)));
+  });
 }
 
 void zero_(Tensor& t) {
@@ -92,12 +93,12 @@ void normal_(Tensor& t, double mean, double std, Generator* gen) {
   const uint64_t off = g.offset;
   g.offset += uint64_t(t.numel());
   const Device dev = t.device();
-  GDN_DISPATCH_FLOATING(
-      t.dtype(), "normal_",
-      GDN_RUN_ON_DEVICE(dev, "normal_",
-                        cpu::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std),
-                        cuda::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std,
-                                            stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(t.dtype(), "normal_", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, "normal_", cpu::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std),
+        cuda::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std, stream_of(dev)));
+  });
 }
 
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
@@ -106,12 +107,13 @@ void uniform_(Tensor& t, double low, double high, Generator* gen) {
   const uint64_t off = g.offset;
   g.offset += uint64_t(t.numel());
   const Device dev = t.device();
-  GDN_DISPATCH_FLOATING(
-      t.dtype(), "uniform_",
-      GDN_RUN_ON_DEVICE(dev, "uniform_",
-                        cpu::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
-                        cuda::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
-                                             stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(t.dtype(), "uniform_", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "uniform_",
+                      cpu::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
+                      cuda::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
+                                           stream_of(dev)));
+  });
 }
 
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
@@ -133,12 +135,12 @@ Tensor randint(const Shape& shape, int64_t low, int64_t high, DType dtype, Devic
   Generator& g = pick(gen);
   const uint64_t off = g.offset;
   g.offset += uint64_t(t.numel());
-  GDN_DISPATCH_ALL(
-      dtype, "randint",
-      GDN_RUN_ON_DEVICE(device, "randint",
-                        cpu::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
-                        cuda::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
-                                         stream_of(device))));
+  dispatch_dtype<AllTypes>(dtype, "randint", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        device, "randint", cpu::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
+        cuda::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high, stream_of(device)));
+  });
   return t;
 }
 
@@ -148,24 +150,25 @@ void add_(Tensor& dst, const Tensor& src, double alpha) {
   GDN_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
   const Device dev = detail::common_device("add_", {dst, src});
   Tensor s = src.dtype() == dst.dtype() ? contiguous(src) : cast(src, dst.dtype());
-  GDN_DISPATCH_FLOATING(
-      dst.dtype(), "add_",
-      GDN_RUN_ON_DEVICE(dev, "add_",
-                        cpu::axpy(dst.data<scalar_t>(), s.data<scalar_t>(), dst.numel(), alpha),
-                        cuda::axpy(dst.data<scalar_t>(), s.data<scalar_t>(), dst.numel(), alpha,
-                                   stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(dst.dtype(), "add_", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, "add_", cpu::axpy(dst.data<scalar_t>(), s.data<scalar_t>(), dst.numel(), alpha),
+        cuda::axpy(dst.data<scalar_t>(), s.data<scalar_t>(), dst.numel(), alpha, stream_of(dev)));
+  });
 }
 
 void mul_(Tensor& dst, double s) {
   GDN_CHECK(dst.is_contiguous(), "mul_ needs a contiguous tensor");
   const Device dev = dst.device();
-  GDN_DISPATCH_FLOATING(
-      dst.dtype(), "mul_",
-      GDN_RUN_ON_DEVICE(dev, "mul_",
-                        cpu::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
-                                   dst.numel(), s, 0.0),
-                        cuda::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
-                                    dst.numel(), s, 0.0, stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(dst.dtype(), "mul_", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "mul_",
+                      cpu::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
+                                 dst.numel(), s, 0.0),
+                      cuda::unary(kern::Unary::affine, dst.data<scalar_t>(), dst.data<scalar_t>(),
+                                  dst.numel(), s, 0.0, stream_of(dev)));
+  });
 }
 
 }  // namespace ops

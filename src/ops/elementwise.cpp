@@ -27,13 +27,14 @@ Tensor binary_raw(Binary op, const Tensor& a, const Tensor& b, double alpha, con
   Tensor out = empty(out_shape, a.dtype(), dev);
   if (out.numel() == 0) return out;
   auto L = detail::broadcast_layout(out_shape, a, b);
-  GDN_DISPATCH_FLOATING(
-      a.dtype(), name,
-      GDN_RUN_ON_DEVICE(
-          dev, name,
-          cpu::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha),
-          cuda::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha,
-                       stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(a.dtype(), name, [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, name,
+        cpu::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha),
+        cuda::binary(op, L, a.data<scalar_t>(), b.data<scalar_t>(), out.data<scalar_t>(), alpha,
+                     stream_of(dev)));
+  });
   return out;
 }
 
@@ -42,12 +43,13 @@ Tensor unary_raw(Unary op, const Tensor& a, double alpha, double beta, const cha
   Tensor x = contiguous(a.detach());
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   const Device dev = a.device();
-  GDN_DISPATCH_FLOATING(a.dtype(), name,
-                        GDN_RUN_ON_DEVICE(dev, name,
-                                          cpu::unary(op, x.data<scalar_t>(), out.data<scalar_t>(),
-                                                     x.numel(), alpha, beta),
-                                          cuda::unary(op, x.data<scalar_t>(), out.data<scalar_t>(),
-                                                      x.numel(), alpha, beta, stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(a.dtype(), name, [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, name, cpu::unary(op, x.data<scalar_t>(), out.data<scalar_t>(), x.numel(), alpha, beta),
+        cuda::unary(op, x.data<scalar_t>(), out.data<scalar_t>(), x.numel(), alpha, beta,
+                    stream_of(dev)));
+  });
   return out;
 }
 

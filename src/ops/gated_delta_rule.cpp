@@ -5,12 +5,10 @@
 
 #include <cmath>
 
+#include "kernels/gdr_registry.h"
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
-#if defined(GDN_WITH_CUDA)
-#include "kernels/cuda/gdr_cuda.h"
-#endif
 
 namespace gdn::ops {
 
@@ -20,50 +18,26 @@ DType acc_dtype(DType d) {
   return d == DType::float64 ? DType::float64 : DType::float32;
 }
 
-#define GDN_DISPATCH_GDR(DT, ...)                                                     \
-  switch (DT) {                                                                       \
-    case DType::float32: {                                                            \
-      using scalar_t = float;                                                         \
-      __VA_ARGS__;                                                                    \
-      break;                                                                          \
-    }                                                                                 \
-    case DType::float64: {                                                            \
-      using scalar_t = double;                                                        \
-      __VA_ARGS__;                                                                    \
-      break;                                                                          \
-    }                                                                                 \
-    case DType::bfloat16: {                                                           \
-      using scalar_t = bf16;                                                          \
-      __VA_ARGS__;                                                                    \
-      break;                                                                          \
-    }                                                                                 \
-    default:                                                                          \
-      GDN_FAIL("gated_delta_rule: inputs must be float32, bfloat16 or float64, got ", \
-               dtype_name(DT));                                                       \
-  }
-
 Tensor workspace(int64_t elems, DType dtype, Device device) {
   MemoryCategoryScope cat(MemCategory::workspace);
   return empty({elems}, dtype, device);
 }
 
-// Accumulator elements of scratch the kernel of this device needs for inputs of dtype `dt` (the
-// CUDA kernels size their own).
-int64_t forward_workspace(const gdr::Problem& p, Device dev, DType dt) {
+// Accumulator elements of scratch the implementation needs on this device for inputs of dtype
+// `dt` (the CPU and CUDA kernels keep different scratch; meta sizes the CPU's).
+int64_t workspace_elems(const gdr::Problem& p, Device dev, DType dt, bool backward) {
+  const gdr::Implementation& impl = gdr::implementation_of(p);
+  const int64_t in_bytes = int64_t(dtype_size(dt));
 #if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda()) return gdr::cuda_forward_workspace_elems(p, dtype_size(dt));
+  if (dev.is_cuda()) {
+    detail::stream_of(dev);  // the fused plan reads the current device
+    return backward ? impl.cuda->backward_workspace(p, in_bytes)
+                    : impl.cuda->forward_workspace(p, in_bytes);
+  }
 #endif
   (void)dev;
-  (void)dt;
-  return gdr::forward_workspace_elems(p);
-}
-int64_t backward_workspace(const gdr::Problem& p, Device dev, DType dt) {
-#if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda()) return gdr::cuda_backward_workspace_elems(p, dtype_size(dt));
-#endif
-  (void)dev;
-  (void)dt;
-  return gdr::backward_workspace_elems(p);
+  return backward ? impl.cpu.backward_workspace(p, in_bytes)
+                  : impl.cpu.forward_workspace(p, in_bytes);
 }
 
 template <typename T>
@@ -81,7 +55,7 @@ class GatedDeltaRuleFn final : public autograd::Function {
  public:
   explicit GatedDeltaRuleFn(gdr::Problem p) : p_(p) {}
   const char* name() const override {
-    return p_.impl == gdr::Impl::ssd ? "ssd" : "gated_delta_rule";
+    return gdr::implementation_of(p_).delta_rule ? "gated_delta_rule" : "ssd";
   }
 
   // inputs: q, k, v, g, beta (undefined for ssd), h0 (may be undefined)
@@ -93,9 +67,11 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor ht = p_.want_ht ? empty({p_.B, p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
     Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
     {
-      Tensor ws = workspace(forward_workspace(p_, dev, q.dtype()), ad, dev);
+      Tensor ws = workspace(workspace_elems(p_, dev, q.dtype(), false), ad, dev);
       if (!dev.is_meta()) {
-        GDN_DISPATCH_GDR(q.dtype(), {
+        dispatch_dtype<KernelTypes>(q.dtype(), "gated_delta_rule", [&](auto tag) {
+          using scalar_t = typename decltype(tag)::type;
+
           using A = acc_t<scalar_t>;
           const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
           const gdr::ForwardOutputs<scalar_t> outs{ptr<scalar_t>(o), ptr<A>(ht), ptr<A>(residual),
@@ -126,9 +102,11 @@ class GatedDeltaRuleFn final : public autograd::Function {
     Tensor dbeta = beta.defined() ? empty(beta.shape(), dt, dev) : Tensor();
     Tensor dh0 = h0.defined() ? empty(h0.shape(), ad, dev) : Tensor();
     {
-      Tensor ws = workspace(backward_workspace(p_, dev, dt), ad, dev);
+      Tensor ws = workspace(workspace_elems(p_, dev, dt, true), ad, dev);
       if (!dev.is_meta()) {
-        GDN_DISPATCH_GDR(dt, {
+        dispatch_dtype<KernelTypes>(dt, "gated_delta_rule", [&](auto tag) {
+          using scalar_t = typename decltype(tag)::type;
+
           using A = acc_t<scalar_t>;
           const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
           gdr::BackwardArgs<scalar_t> b;

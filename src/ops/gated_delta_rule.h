@@ -4,7 +4,7 @@
 #pragma once
 #include <optional>
 
-#include "kernels/gated_delta_rule.h"
+#include "kernels/gdr_registry.h"
 #include "src/core/tensor.h"
 
 namespace gdn::ops {
@@ -15,6 +15,13 @@ struct GdrOptions {
   gdr::Residual residual = gdr::Residual::minimal;
   std::optional<double> scale;  // default K^-1/2
   bool output_final_state = false;
+
+  // The implementation and residual policy of a registry entry (kernels/gdr_registry.h).
+  GdrOptions& use(const gdr::Implementation& entry) {
+    impl = entry.impl;
+    residual = entry.residual;
+    return *this;
+  }
 };
 
 struct GdrOutput {

@@ -98,7 +98,10 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, in
 #if defined(GDN_WITH_CUDA)
     auto A = as_operand(a, batch, M, K);
     auto B = as_operand(b, batch, K, N);
-    GDN_DISPATCH_FLOATING(a.dtype(), "matmul", run_gemm_cuda<scalar_t>(A, B, out, batch, M, N, K));
+    dispatch_dtype<FloatingTypes>(a.dtype(), "matmul", [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
+      run_gemm_cuda<scalar_t>(A, B, out, batch, M, N, K);
+    });
     return out;
 #else
     GDN_FAIL("matmul: gdn was built without CUDA");

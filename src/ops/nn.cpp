@@ -46,22 +46,6 @@ int64_t num_rows(const Tensor& x) {
   return x.dim() ? x.numel() / x.size(-1) : 1;
 }
 
-#define GDN_DISPATCH_INDEX(DT, WHAT, ...)                                       \
-  switch (DT) {                                                                 \
-    case DType::int32: {                                                        \
-      using index_t = int32_t;                                                  \
-      __VA_ARGS__;                                                              \
-      break;                                                                    \
-    }                                                                           \
-    case DType::int64: {                                                        \
-      using index_t = int64_t;                                                  \
-      __VA_ARGS__;                                                              \
-      break;                                                                    \
-    }                                                                           \
-    default:                                                                    \
-      GDN_FAIL(WHAT, ": indices must be int32 or int64, got ", dtype_name(DT)); \
-  }
-
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_floating(name, a);
@@ -74,12 +58,12 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
   const Device dev = a.device();
   Tensor y = empty(a.shape(), a.dtype(), dev);
   const int64_t n = num_rows(a), cols = a.dim() ? a.size(-1) : 1;
-  GDN_DISPATCH_FLOATING(
-      a.dtype(), name,
-      GDN_RUN_ON_DEVICE(dev, name,
-                        cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log),
-                        cuda::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log,
-                                           stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(a.dtype(), name, [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, name, cpu::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log),
+        cuda::softmax_rows(x.data<scalar_t>(), y.data<scalar_t>(), n, cols, log, stream_of(dev)));
+  });
   if (autograd::needs_grad({a}))
     autograd::record(
         name, {a}, y, {y.detach()},
@@ -87,14 +71,15 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log) {
           Tensor gc = contiguous(g[0]);
           const Device dev = s[0].device();
           Tensor dx = empty(s[0].shape(), s[0].dtype(), dev);
-          GDN_DISPATCH_FLOATING(
-              dx.dtype(), name,
-              GDN_RUN_ON_DEVICE(
-                  dev, name,
-                  cpu::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
-                                             dx.data<scalar_t>(), n, cols, log),
-                  cuda::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
-                                              dx.data<scalar_t>(), n, cols, log, stream_of(dev))));
+          dispatch_dtype<FloatingTypes>(dx.dtype(), name, [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
+            GDN_RUN_ON_DEVICE(
+                dev, name,
+                cpu::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
+                                           dx.data<scalar_t>(), n, cols, log),
+                cuda::softmax_rows_backward(s[0].data<scalar_t>(), gc.data<scalar_t>(),
+                                            dx.data<scalar_t>(), n, cols, log, stream_of(dev)));
+          });
           return std::vector<Tensor>{dx};
         });
   return y;
@@ -124,17 +109,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (!dev.is_meta()) {
     int64_t bad = -1;
     Tensor row_loss = cuda_scratch(dev, n, ad), bad_dev = cuda_scratch(dev, 1, DType::int64);
-    GDN_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", {
+    dispatch_dtype<FloatingTypes>(logits.dtype(), "cross_entropy", [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
       using A = acc_t<scalar_t>;
-      GDN_DISPATCH_INDEX(
-          t.dtype(), "cross_entropy",
-          GDN_RUN_ON_DEVICE(
-              dev, "cross_entropy",
-              cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
-                                         lse.data<A>(), stats.data<A>(), &bad),
-              cuda::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
-                                          lse.data<A>(), row_loss.data<A>(), stats.data<A>(),
-                                          bad_dev.data<int64_t>(), stream_of(dev))));
+      dispatch_dtype<IndexTypes>(t.dtype(), "cross_entropy", [&](auto tag1) {
+        using index_t = typename decltype(tag1)::type;
+        GDN_RUN_ON_DEVICE(
+            dev, "cross_entropy",
+            cpu::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
+                                       lse.data<A>(), stats.data<A>(), &bad),
+            cuda::cross_entropy_forward(x.data<scalar_t>(), t.data<index_t>(), n, v, ignore_index,
+                                        lse.data<A>(), row_loss.data<A>(), stats.data<A>(),
+                                        bad_dev.data<int64_t>(), stream_of(dev)));
+      });
     });
     if (dev.is_cuda()) bad = int64_t(bad_dev.item());  // the one value read back
     GDN_CHECK(bad < 0, "cross_entropy: target ", int64_t(t.to_vector()[size_t(bad)]), " at row ",
@@ -150,18 +137,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
           const Device dev = x.device();
           Tensor dx = empty(x.shape(), x.dtype(), dev);
           if (!dev.is_meta()) {
-            GDN_DISPATCH_FLOATING(x.dtype(), "cross_entropy backward", {
+            dispatch_dtype<FloatingTypes>(x.dtype(), "cross_entropy backward", [&](auto tag) {
+              using scalar_t = typename decltype(tag)::type;
               using A = acc_t<scalar_t>;
-              GDN_DISPATCH_INDEX(
-                  t.dtype(), "cross_entropy",
-                  GDN_RUN_ON_DEVICE(
-                      dev, "cross_entropy backward",
-                      cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(),
-                                                  lse.data<A>(), stats.data<A>(), dl.data<A>(), n,
-                                                  v, ignore_index, dx.data<scalar_t>()),
-                      cuda::cross_entropy_backward(
-                          x.data<scalar_t>(), t.data<index_t>(), lse.data<A>(), stats.data<A>(),
-                          dl.data<A>(), n, v, ignore_index, dx.data<scalar_t>(), stream_of(dev))));
+              dispatch_dtype<IndexTypes>(t.dtype(), "cross_entropy", [&](auto tag1) {
+                using index_t = typename decltype(tag1)::type;
+                GDN_RUN_ON_DEVICE(
+                    dev, "cross_entropy backward",
+                    cpu::cross_entropy_backward(x.data<scalar_t>(), t.data<index_t>(),
+                                                lse.data<A>(), stats.data<A>(), dl.data<A>(), n, v,
+                                                ignore_index, dx.data<scalar_t>()),
+                    cuda::cross_entropy_backward(
+                        x.data<scalar_t>(), t.data<index_t>(), lse.data<A>(), stats.data<A>(),
+                        dl.data<A>(), n, v, ignore_index, dx.data<scalar_t>(), stream_of(dev)));
+              });
             });
           }
           return std::vector<Tensor>{dx, Tensor()};
@@ -182,16 +171,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (!dev.is_meta()) {
     int64_t bad = -1;
     Tensor bad_dev = cuda_scratch(dev, 1, DType::int64);
-    GDN_DISPATCH_FLOATING(
-        weight.dtype(), "embedding",
-        GDN_DISPATCH_INDEX(
-            idx.dtype(), "embedding",
-            GDN_RUN_ON_DEVICE(dev, "embedding",
-                              cpu::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v,
-                                                     d, out.data<scalar_t>(), &bad),
-                              cuda::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v,
-                                                      d, out.data<scalar_t>(),
-                                                      bad_dev.data<int64_t>(), stream_of(dev)))));
+    dispatch_dtype<FloatingTypes>(weight.dtype(), "embedding", [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
+      dispatch_dtype<IndexTypes>(idx.dtype(), "embedding", [&](auto tag1) {
+        using index_t = typename decltype(tag1)::type;
+        GDN_RUN_ON_DEVICE(
+            dev, "embedding",
+            cpu::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
+                                   out.data<scalar_t>(), &bad),
+            cuda::embedding_forward(w.data<scalar_t>(), idx.data<index_t>(), n, v, d,
+                                    out.data<scalar_t>(), bad_dev.data<int64_t>(), stream_of(dev)));
+      });
+    });
     if (dev.is_cuda()) bad = int64_t(bad_dev.item());  // the one value read back
     GDN_CHECK(bad < 0, "embedding: index ", int64_t(idx.to_vector()[size_t(bad)]), " at position ",
               bad, " is outside the table [0, ", v, ")");
@@ -205,16 +196,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
           const Device dev = gc.device();
           Tensor dw = empty({v, d}, dtype, dev);
           if (!dev.is_meta())
-            GDN_DISPATCH_FLOATING(
-                dtype, "embedding backward",
-                GDN_DISPATCH_INDEX(
-                    s[0].dtype(), "embedding",
-                    GDN_RUN_ON_DEVICE(
-                        dev, "embedding backward",
-                        cpu::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
-                                                dw.data<scalar_t>()),
-                        cuda::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
-                                                 dw.data<scalar_t>(), stream_of(dev)))));
+            dispatch_dtype<FloatingTypes>(dtype, "embedding backward", [&](auto tag) {
+              using scalar_t = typename decltype(tag)::type;
+              dispatch_dtype<IndexTypes>(s[0].dtype(), "embedding", [&](auto tag1) {
+                using index_t = typename decltype(tag1)::type;
+                GDN_RUN_ON_DEVICE(
+                    dev, "embedding backward",
+                    cpu::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
+                                            dw.data<scalar_t>()),
+                    cuda::embedding_backward(gc.data<scalar_t>(), s[0].data<index_t>(), n, v, d,
+                                             dw.data<scalar_t>(), stream_of(dev)));
+              });
+            });
           return std::vector<Tensor>{dw, Tensor()};
         });
   return out;
@@ -234,7 +227,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Device dev = x.device();
   Tensor y = empty(x.shape(), x.dtype(), dev);
   Tensor rstd = empty({n}, acc_dtype(x.dtype()), dev);
-  GDN_DISPATCH_FLOATING(x.dtype(), "rms_norm", {
+  dispatch_dtype<FloatingTypes>(x.dtype(), "rms_norm", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
     using A = acc_t<scalar_t>;
     const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
     GDN_RUN_ON_DEVICE(dev, "rms_norm",
@@ -256,7 +250,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
           Tensor ws = want_w
                           ? cuda_scratch(dev, cuda::rms_norm_backward_workspace(n, d), rstd.dtype())
                           : Tensor();
-          GDN_DISPATCH_FLOATING(xc.dtype(), "rms_norm backward", {
+          dispatch_dtype<FloatingTypes>(xc.dtype(), "rms_norm backward", [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
             using A = acc_t<scalar_t>;
             const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
             scalar_t* dwp = want_w ? dw.data<scalar_t>() : nullptr;
@@ -280,7 +275,8 @@ Tensor l2_norm(const Tensor& x, double eps) {
   const Device dev = x.device();
   Tensor y = empty(x.shape(), x.dtype(), dev);
   Tensor rn = empty({n}, acc_dtype(x.dtype()), dev);
-  GDN_DISPATCH_FLOATING(x.dtype(), "l2_norm", {
+  dispatch_dtype<FloatingTypes>(x.dtype(), "l2_norm", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
     using A = acc_t<scalar_t>;
     GDN_RUN_ON_DEVICE(
         dev, "l2_norm",
@@ -295,7 +291,8 @@ Tensor l2_norm(const Tensor& x, double eps) {
           Tensor gc = contiguous(g[0]);
           const Device dev = s[0].device();
           Tensor dx = empty(s[0].shape(), s[0].dtype(), dev);
-          GDN_DISPATCH_FLOATING(dx.dtype(), "l2_norm backward", {
+          dispatch_dtype<FloatingTypes>(dx.dtype(), "l2_norm backward", [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
             using A = acc_t<scalar_t>;
             GDN_RUN_ON_DEVICE(
                 dev, "l2_norm backward",
@@ -379,13 +376,14 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
   const Device dev = x.device();
   Tensor y = empty(x.shape(), x.dtype(), dev);
-  GDN_DISPATCH_FLOATING(
-      x.dtype(), "causal_conv1d",
-      GDN_RUN_ON_DEVICE(dev, "causal_conv1d",
-                        cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t,
-                                                   c, k, y.data<scalar_t>()),
-                        conv1d_forward_cuda(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
-                                            y.data<scalar_t>(), dev)));
+  dispatch_dtype<FloatingTypes>(x.dtype(), "causal_conv1d", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "causal_conv1d",
+                      cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c,
+                                                 k, y.data<scalar_t>()),
+                      conv1d_forward_cuda(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
+                                          y.data<scalar_t>(), dev));
+  });
   if (autograd::needs_grad({x, weight}))
     autograd::record(
         "causal_conv1d", {x, weight}, y, {xc, wc},
@@ -395,7 +393,8 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
           const Device dev = gc.device();
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
-          GDN_DISPATCH_FLOATING(gc.dtype(), "causal_conv1d backward", {
+          dispatch_dtype<FloatingTypes>(gc.dtype(), "causal_conv1d backward", [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
             scalar_t* dxp = gx ? dx.data<scalar_t>() : nullptr;
             scalar_t* dwp = gw ? dw.data<scalar_t>() : nullptr;
             GDN_RUN_ON_DEVICE(

@@ -73,13 +73,14 @@ Tensor reduce_raw(cpu::Reduce op, const Tensor& a, const std::vector<int64_t>& d
   Tensor out = empty(out_shape, a.dtype(), dev);
   if (argmax) *argmax = empty(out_shape, DType::int64, dev);
   int64_t* arg = argmax ? argmax->data<int64_t>() : nullptr;
-  GDN_DISPATCH_FLOATING(
-      a.dtype(), name,
-      GDN_RUN_ON_DEVICE(dev, name,
-                        cpu::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner,
-                                    out.data<scalar_t>(), arg),
-                        cuda::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner,
-                                     out.data<scalar_t>(), arg, stream_of(dev))));
+  dispatch_dtype<FloatingTypes>(a.dtype(), name, [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(
+        dev, name,
+        cpu::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner, out.data<scalar_t>(), arg),
+        cuda::reduce(op, ar.x.data<scalar_t>(), ar.outer, ar.r, ar.inner, out.data<scalar_t>(), arg,
+                     stream_of(dev)));
+  });
   return out;
 }
 
@@ -144,14 +145,15 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
           Tensor gc = contiguous(g[0]);
           const Device dev = g[0].device();
           Tensor dx = empty(shape, dtype, dev);
-          GDN_DISPATCH_FLOATING(
-              dtype, "max backward",
-              GDN_RUN_ON_DEVICE(
-                  dev, "max backward",
-                  cpu::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r,
-                                           inner, dx.data<scalar_t>()),
-                  cuda::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r,
-                                            inner, dx.data<scalar_t>(), stream_of(dev))));
+          dispatch_dtype<FloatingTypes>(dtype, "max backward", [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
+            GDN_RUN_ON_DEVICE(
+                dev, "max backward",
+                cpu::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r, inner,
+                                         dx.data<scalar_t>()),
+                cuda::reduce_max_backward(gc.data<scalar_t>(), s[0].data<int64_t>(), outer, r,
+                                          inner, dx.data<scalar_t>(), stream_of(dev)));
+          });
           return std::vector<Tensor>{dx};
         });
   }

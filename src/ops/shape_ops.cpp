@@ -60,13 +60,15 @@ void copy_raw(Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dd == sd) {
     auto L = detail::copy_layout(dst, src);
-    GDN_DISPATCH_ALL(src.dtype(), "copy", {
+    dispatch_dtype<AllTypes>(src.dtype(), "copy", [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
       using S = scalar_t;
-      GDN_DISPATCH_ALL(
-          dst.dtype(), "copy",
-          GDN_RUN_ON_DEVICE(
-              dd, "copy", cpu::copy_strided(L, src.data<S>(), dst.data<scalar_t>()),
-              cuda::copy_strided(L, src.data<S>(), dst.data<scalar_t>(), stream_of(dd))));
+      dispatch_dtype<AllTypes>(dst.dtype(), "copy", [&](auto tag1) {
+        using scalar_t = typename decltype(tag1)::type;
+        GDN_RUN_ON_DEVICE(
+            dd, "copy", cpu::copy_strided(L, src.data<S>(), dst.data<scalar_t>()),
+            cuda::copy_strided(L, src.data<S>(), dst.data<scalar_t>(), stream_of(dd)));
+      });
     });
     return;
   }

@@ -1,0 +1,104 @@
+// The table of gated-delta-rule implementations (kernels/gdr_registry.h): one entry each, with
+// the CPU kernels of kernels/cpu/gdr_*.cpp and the CUDA kernels of kernels/cuda/gdr_dispatch.cu.
+#include "kernels/gdr_registry.h"
+
+#include <stdexcept>
+
+#include "kernels/cpu/gdr_internal.h"
+
+namespace gdn::gdr {
+
+namespace {
+
+// The CPU scratch does not depend on the input type.
+template <int64_t (*Size)(const Problem&)>
+int64_t cpu_size(const Problem& p, int64_t /*in_bytes*/) {
+  return Size(p);
+}
+
+// detail::NAME_forward / NAME_backward for every input type, with their workspace sizes.
+#define GDN_GDR_CPU_KERNELS(NAME)                                         \
+  CpuKernels {                                                            \
+    {{&detail::NAME##_forward<float>, &detail::NAME##_backward<float>},   \
+     {&detail::NAME##_forward<double>, &detail::NAME##_backward<double>}, \
+     {&detail::NAME##_forward<bf16>, &detail::NAME##_backward<bf16>}},    \
+        &cpu_size<&detail::NAME##_forward_workspace>,                     \
+        &cpu_size<&detail::NAME##_backward_workspace>                     \
+  }
+
+#if defined(GDN_WITH_CUDA)
+const CudaKernels* cuda_of(Impl impl) {
+  return &cuda_kernels(impl);
+}
+#else
+const CudaKernels* cuda_of(Impl) {
+  return nullptr;
+}
+#endif
+
+std::vector<Implementation> make_table() {
+  return {
+      {"recurrent", Impl::recurrent, Residual::minimal, true,
+       "the readable reference, one step at a time (fp64-capable)", GDN_GDR_CPU_KERNELS(recurrent),
+       cuda_of(Impl::recurrent)},
+      {"chunked", Impl::chunked, Residual::minimal, true,
+       "the WY/UT matmul form from GEMMs; saves the chunk-start states",
+       GDN_GDR_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+      {"chunked_fat", Impl::chunked, Residual::full, true,
+       "chunked that also saves W, U and A of every chunk (memory for speed)",
+       GDN_GDR_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+      {"fused", Impl::fused, Residual::minimal, true,
+       "one pass per (batch, head) with all chunk-local work in cache / shared memory",
+       GDN_GDR_CPU_KERNELS(fused), cuda_of(Impl::fused)},
+      {"ssd", Impl::ssd, Residual::minimal, false,
+       "scalar-decay linear attention without the delta rule (a baseline)",
+       GDN_GDR_CPU_KERNELS(ssd), cuda_of(Impl::ssd)},
+  };
+}
+
+#undef GDN_GDR_CPU_KERNELS
+
+}  // namespace
+
+int64_t Implementation::residual_elems(const Problem& p) const {
+  int64_t n = detail::states_elems(p);
+  if (residual == Residual::full) n += detail::full_a_elems(p) + detail::full_wu_elems(p);
+  return n;
+}
+
+Problem Implementation::configure(Problem p) const {
+  p.impl = impl;
+  p.residual = residual;
+  return p;
+}
+
+const std::vector<Implementation>& implementations() {
+  static const std::vector<Implementation> table = make_table();
+  return table;
+}
+
+std::string implementation_names(bool delta_rule_only) {
+  std::string s;
+  for (const Implementation& i : implementations()) {
+    if (delta_rule_only && !i.delta_rule) continue;
+    s += (s.empty() ? "" : ", ") + std::string(i.name);
+  }
+  return s;
+}
+
+const Implementation& find_implementation(const std::string& name) {
+  const std::string key = name == "chunked_full" ? "chunked_fat" : name;
+  for (const Implementation& i : implementations())
+    if (key == i.name) return i;
+  throw std::invalid_argument("gdr: unknown implementation '" + name +
+                              "' (known: " + implementation_names() + ")");
+}
+
+const Implementation& implementation_of(const Problem& p) {
+  const Residual r = p.impl == Impl::chunked ? p.residual : Residual::minimal;
+  for (const Implementation& i : implementations())
+    if (i.impl == p.impl && i.residual == r) return i;
+  throw std::invalid_argument("gdr: no implementation for id " + std::to_string(int(p.impl)));
+}
+
+}  // namespace gdn::gdr
