@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   cfg.head_dim = 32;
   cfg.expand_v = 1.0;
   cfg.vocab_size = vocab;
-  cfg.kernel = "fused";
+  cfg.kernel = gdr::Impl::fused;
   cfg.chunk_size = 16;
 
   Generator init(0), data(1);

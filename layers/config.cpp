@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "layers/token_mixer.h"
 #include "src/core/error.h"
 
 namespace gdn::nn {
@@ -16,18 +17,6 @@ int64_t ModelConfig::mlp_intermediate_size() const {
   // fla GatedMLP: the multiple of 256 at or above 2/3 * hidden_ratio * hidden_size
   int64_t i = int64_t(double(hidden_size) * double(hidden_ratio) * 2.0 / 3.0);
   return 256 * ((i + 255) / 256);
-}
-
-gdr::Impl ModelConfig::kernel_impl() const {
-  gdr::Impl impl;
-  try {
-    impl = gdr::parse_impl(kernel);
-  } catch (const std::invalid_argument&) {
-    GDN_FAIL("model.kernel: unknown kernel '", kernel, "' (expected recurrent, chunked or fused)");
-  }
-  GDN_CHECK(impl != gdr::Impl::ssd, "model.kernel: 'ssd' is a benchmark baseline, not a ",
-            "Gated DeltaNet kernel (expected recurrent, chunked or fused)");
-  return impl;
 }
 
 void ModelConfig::validate() const {
@@ -46,28 +35,20 @@ void ModelConfig::validate() const {
   GDN_CHECK(norm_eps > 0, "model.norm_eps must be positive, got ", norm_eps);
   GDN_CHECK(chunk_size == 16 || chunk_size == 32 || chunk_size == 64,
             "model.chunk_size must be 16, 32 or 64, got ", chunk_size);
-  GDN_CHECK(residual == "minimal" || residual == "full", "model.residual must be minimal or ",
-            "full, got '", residual, "'");
   GDN_CHECK(attn_mode == "chunk" || attn_mode == "fused_recurrent", "model.attn_mode: '", attn_mode,
             "' (fla knows chunk and fused_recurrent)");
-  kernel_impl();
-}
-
-int64_t ModelConfig::params_per_block() const {
-  const int64_t d = hidden_size, kd = key_dim(), vd = value_dim(), hv = v_heads();
-  int64_t attn = d * kd * 2 + d * vd + 2 * d * hv + 2 * hv;  // q k v a b projections, A_log dt_bias
-  if (use_short_conv) attn += conv_size * (2 * kd + vd);
-  if (use_gate) attn += d * vd;  // g_proj
-  attn += head_v_dim();          // o_norm
-  attn += vd * d;                // o_proj
-  const int64_t mlp = 3 * d * mlp_intermediate_size();
-  return attn + mlp + 2 * d;  // attn_norm, mlp_norm
+  GDN_CHECK(EnumTable<gdr::Impl>(kModelKernels).parse(gdr::impl_name(kernel)), "model.kernel: '",
+            gdr::impl_name(kernel), "' is not a Gated DeltaNet kernel (expected ",
+            EnumTable<gdr::Impl>(kModelKernels).choices(), ")");
 }
 
 int64_t ModelConfig::num_parameters() const {
   const int64_t emb = vocab_size * hidden_size;
-  return emb + num_hidden_layers * params_per_block() + hidden_size +
-         (tie_word_embeddings ? 0 : emb);
+  const int64_t mlp = 3 * hidden_size * mlp_intermediate_size();
+  int64_t n = emb + hidden_size + (tie_word_embeddings ? 0 : emb);  // + final norm, lm_head
+  for (int64_t i = 0; i < num_hidden_layers; ++i)
+    n += token_mixer_of(*this, i).num_parameters(*this) + mlp + 2 * hidden_size;  // + 2 norms
+  return n;
 }
 
 nlohmann::json ModelConfig::to_hf_json() const {
@@ -100,7 +81,10 @@ nlohmann::json ModelConfig::to_hf_json() const {
       {"fuse_swiglu", fuse_swiglu},
       {"fuse_cross_entropy", fuse_cross_entropy},
       {"torch_dtype", "float32"},
-      {"gdn", {{"kernel", kernel}, {"chunk_size", chunk_size}, {"residual", residual}}},
+      {"gdn",
+       {{"kernel", gdr::impl_name(kernel)},
+        {"chunk_size", chunk_size},
+        {"residual", gdr::residual_name(residual)}}},
   };
   return j;
 }
@@ -144,49 +128,19 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
   get("fuse_cross_entropy", c.fuse_cross_entropy);
   if (j.contains("gdn")) {
     const auto& g = j["gdn"];
-    if (g.contains("kernel")) g["kernel"].get_to(c.kernel);
+    auto get_enum = [&](const char* key, auto table, auto& field) {
+      if (!g.contains(key)) return;
+      const std::string v = g[key].is_string() ? g[key].get<std::string>() : g[key].dump();
+      auto parsed = table.parse(v);
+      GDN_CHECK(parsed, "config.json: gdn.", key, " is '", v, "' (expected ", table.choices(), ")");
+      field = *parsed;
+    };
+    get_enum("kernel", EnumTable<gdr::Impl>(kModelKernels), c.kernel);
     if (g.contains("chunk_size")) g["chunk_size"].get_to(c.chunk_size);
-    if (g.contains("residual")) g["residual"].get_to(c.residual);
+    get_enum("residual", enum_table(gdr::Residual{}), c.residual);
   }
   c.validate();
   return c;
-}
-
-}  // namespace gdn::nn
-
-#include "src/io/yaml_config.h"
-
-namespace gdn::nn {
-
-void bind_model_config(io::ConfigBinder& b, ModelConfig& c, const std::string& s) {
-  auto k = [&](const char* name) { return s + "." + name; };
-  b.bind(k("hidden_size"), &c.hidden_size);
-  b.bind(k("num_hidden_layers"), &c.num_hidden_layers);
-  b.bind(k("num_heads"), &c.num_heads);
-  b.bind_nullable(k("num_v_heads"), &c.num_v_heads);
-  b.bind(k("head_dim"), &c.head_dim);
-  b.bind(k("expand_v"), &c.expand_v);
-  b.bind(k("conv_size"), &c.conv_size);
-  b.bind(k("use_short_conv"), &c.use_short_conv);
-  b.bind(k("use_gate"), &c.use_gate);
-  b.bind(k("allow_neg_eigval"), &c.allow_neg_eigval);
-  b.bind(k("hidden_ratio"), &c.hidden_ratio);
-  b.bind_nullable(k("intermediate_size"), &c.intermediate_size);
-  b.bind(k("hidden_act"), &c.hidden_act);
-  b.bind(k("norm_eps"), &c.norm_eps);
-  b.bind(k("vocab_size"), &c.vocab_size);
-  b.bind(k("tie_word_embeddings"), &c.tie_word_embeddings);
-  b.bind(k("initializer_range"), &c.initializer_range);
-  b.bind(k("max_position_embeddings"), &c.max_position_embeddings);
-  b.bind(k("bos_token_id"), &c.bos_token_id);
-  b.bind(k("eos_token_id"), &c.eos_token_id);
-  b.bind(k("attn_mode"), &c.attn_mode);
-  b.bind(k("fuse_norm"), &c.fuse_norm);
-  b.bind(k("fuse_swiglu"), &c.fuse_swiglu);
-  b.bind(k("fuse_cross_entropy"), &c.fuse_cross_entropy);
-  b.bind(k("kernel"), &c.kernel);
-  b.bind(k("chunk_size"), &c.chunk_size);
-  b.bind(k("residual"), &c.residual);
 }
 
 }  // namespace gdn::nn

@@ -9,6 +9,23 @@
 
 namespace gdn::nn {
 
+// The implementations that can back a Gated DeltaNet layer (ssd is a benchmark baseline).
+inline constexpr EnumEntry<gdr::Impl> kModelKernels[] = {{gdr::Impl::recurrent, "recurrent"},
+                                                         {gdr::Impl::chunked, "chunked"},
+                                                         {gdr::Impl::fused, "fused"}};
+
+// Activation checkpointing: none, block (each block recomputed in backward, only its input
+// kept) or kernel (the token-mixing half of each block recomputed: projections, convs, gates
+// and the mixer's kernel; the MLP's activations kept).
+enum class Checkpointing { none, block, kernel };
+inline constexpr EnumEntry<Checkpointing> kCheckpointingNames[] = {
+    {Checkpointing::none, "none"},
+    {Checkpointing::block, "block"},
+    {Checkpointing::kernel, "kernel"}};
+inline EnumTable<Checkpointing> enum_table(Checkpointing) {
+  return kCheckpointingNames;
+}
+
 struct ModelConfig {
   // fla GatedDeltaNetConfig fields (same names and defaults).
   int64_t hidden_size = 2048;
@@ -34,34 +51,25 @@ struct ModelConfig {
   std::string attn_mode = "chunk";
   bool fuse_norm = true, fuse_swiglu = true, fuse_cross_entropy = true;
   // gdn: which gated-delta-rule implementation and how.
-  std::string kernel = "chunked";  // recurrent | chunked | fused
-  int64_t chunk_size = 64;
-  std::string residual = "minimal";  // minimal | full
+  gdr::Impl kernel = gdr::Impl::chunked;  // recurrent | chunked | fused (kModelKernels)
+  int64_t chunk_size = 64;                // 16 | 32 | 64
+  gdr::Residual residual = gdr::Residual::minimal;
 
   int64_t v_heads() const { return num_v_heads > 0 ? num_v_heads : num_heads; }
   int64_t key_dim() const { return num_heads * head_dim; }
   int64_t head_v_dim() const;
   int64_t value_dim() const { return v_heads() * head_v_dim(); }
   int64_t mlp_intermediate_size() const;
-  gdr::Impl kernel_impl() const;
+  // The token mixer of layer `layer` (layers/token_mixer.h): Gated DeltaNet in every layer.
+  std::string token_mixer(int64_t layer) const { return "gated_deltanet"; }
   // Throws gdn::Error naming the inconsistent fields.
   void validate() const;
   // Parameter count by formula (equals the built model's count; tests check it).
   int64_t num_parameters() const;
-  // Parameters per block, embeddings, lm_head (0 when tied), final norm.
-  int64_t params_per_block() const;
 
   // config.json (Hugging Face): fla's names, model_type gated_deltanet.
   nlohmann::json to_hf_json() const;
   static ModelConfig from_hf_json(const nlohmann::json& j);
 };
 
-}  // namespace gdn::nn
-
-namespace gdn::io {
-class ConfigBinder;
-}
-namespace gdn::nn {
-// Binds every ModelConfig field under `section` ("model.hidden_size", ...).
-void bind_model_config(io::ConfigBinder& b, ModelConfig& c, const std::string& section = "model");
 }  // namespace gdn::nn

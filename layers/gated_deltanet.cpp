@@ -5,12 +5,18 @@
 
 #include <cmath>
 
-#include "src/ops/gated_delta_rule.h"
-
 namespace gdn::nn {
 
-GatedDeltaNet::GatedDeltaNet(const ModelConfig& c, const InitContext& ctx) : cfg(c) {
-  cfg.validate();
+GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
+    : hidden_size_(cfg.hidden_size),
+      num_heads_(cfg.num_heads),
+      num_v_heads_(cfg.v_heads()),
+      head_k_dim_(cfg.head_dim),
+      head_v_dim_(cfg.head_v_dim()),
+      allow_neg_eigval_(cfg.allow_neg_eigval) {
+  kernel_.impl = cfg.kernel;
+  kernel_.residual = cfg.residual;
+  kernel_.chunk_size = int(cfg.chunk_size);
   const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), hv = cfg.v_heads();
   q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
   k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
@@ -73,14 +79,14 @@ Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, Tensor* tail) {
 
 }  // namespace
 
-Tensor GatedDeltaNet::run(const Tensor& x, LayerState* state) const {
+Tensor GatedDeltaNet::run(const Tensor& x, GatedDeltaNetState* state) const {
   ModuleScope scope(*this);
-  GDN_CHECK(x.dim() == 3 && x.size(2) == cfg.hidden_size, "GatedDeltaNet: input ",
-            shape_str(x.shape()), " must be [B, T, ", cfg.hidden_size, "]");
-  const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, HV = cfg.v_heads();
-  const int64_t K = cfg.head_dim, V = cfg.head_v_dim();
+  GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, "GatedDeltaNet: input ",
+            shape_str(x.shape()), " must be [B, T, ", hidden_size_, "]");
+  const int64_t B = x.size(0), T = x.size(1), H = num_heads_, HV = num_v_heads_;
+  const int64_t K = head_k_dim_, V = head_v_dim_;
   Tensor q = q_proj->forward(x), k = k_proj->forward(x), v = v_proj->forward(x);
-  if (cfg.use_short_conv) {
+  if (q_conv1d) {
     q = conv_with_tail(*q_conv1d, q, state ? &state->conv_q : nullptr);
     k = conv_with_tail(*k_conv1d, k, state ? &state->conv_k : nullptr);
     v = conv_with_tail(*v_conv1d, v, state ? &state->conv_v : nullptr);
@@ -91,16 +97,13 @@ Tensor GatedDeltaNet::run(const Tensor& x, LayerState* state) const {
   k = ops::l2_norm(ops::view(k, {B, T, H, K}), 1e-6);
   v = ops::view(v, {B, T, HV, V});
   Tensor beta = ops::sigmoid(b_proj->forward(x));
-  if (cfg.allow_neg_eigval) beta = ops::mul(beta, 2.0);
+  if (allow_neg_eigval_) beta = ops::mul(beta, 2.0);
   // g = -exp(A_log) softplus(a + dt_bias), in fp32 (the decay is sensitive to rounding).
   Tensor a = ops::cast(a_proj->forward(x), A_log.dtype());
   Tensor g = ops::mul(ops::neg(ops::exp(A_log)), ops::softplus(ops::add(a, dt_bias)));
   g = ops::cast(g, x.dtype());
 
-  ops::GdrOptions opt;
-  opt.impl = cfg.kernel_impl();
-  opt.chunk_size = int(cfg.chunk_size);
-  opt.residual = gdr::parse_residual(cfg.residual);
+  ops::GdrOptions opt = kernel_;
   Tensor h0;
   if (state) {
     opt.impl = gdr::Impl::recurrent;  // generation: one step at a time
@@ -111,7 +114,7 @@ Tensor GatedDeltaNet::run(const Tensor& x, LayerState* state) const {
   if (state) state->ssm = r.ht.detach();
 
   Tensor o = r.o;
-  if (cfg.use_gate) {
+  if (g_proj) {
     Tensor gate = ops::view(g_proj->forward(x), {B, T, HV, V});
     o = o_norm_gated->forward(o, gate);
   } else {
@@ -125,7 +128,41 @@ Tensor GatedDeltaNet::forward(const Tensor& x) const {
 }
 
 Tensor GatedDeltaNet::forward_with_state(const Tensor& x, LayerState& state) const {
-  return run(x, &state);
+  if (!state) state = std::make_unique<GatedDeltaNetState>();
+  auto* own = dynamic_cast<GatedDeltaNetState*>(state.get());
+  GDN_CHECK(own, "GatedDeltaNet '", name(), "': the generation state belongs to another mixer");
+  return run(x, own);
+}
+
+std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, const InitContext& ctx) {
+  return std::make_shared<GatedDeltaNet>(cfg, ctx);
+}
+
+int64_t gated_deltanet_num_parameters(const ModelConfig& c) {
+  const int64_t d = c.hidden_size, kd = c.key_dim(), vd = c.value_dim(), hv = c.v_heads();
+  int64_t n = d * kd * 2 + d * vd + 2 * d * hv + 2 * hv;  // q k v a b projections, A_log dt_bias
+  if (c.use_short_conv) n += c.conv_size * (2 * kd + vd);
+  if (c.use_gate) n += d * vd;  // g_proj
+  n += c.head_v_dim();          // o_norm
+  n += vd * d;                  // o_proj
+  return n;
+}
+
+// Matmuls: 2 FLOPs per weight per token forward, twice that backward; plus the kernel's own
+// count (docs/design.md, "The gated delta rule").
+double gated_deltanet_train_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  const double d = double(c.hidden_size), kd = double(c.key_dim()), vd = double(c.value_dim());
+  const double hv = double(c.v_heads());
+  double linear = d * (2 * kd + vd + 2 * hv) + vd * d;  // q k v a b, o
+  if (c.use_gate) linear += d * vd;
+  gdr::Problem p;
+  p.T = seq_len;
+  p.H = c.num_heads;
+  p.HV = c.v_heads();
+  p.K = c.head_dim;
+  p.V = c.head_v_dim();
+  p.chunk = int(c.chunk_size);
+  return 6.0 * linear + (gdr::forward_flops(p) + gdr::backward_flops(p)) / double(seq_len);
 }
 
 }  // namespace gdn::nn

@@ -5,27 +5,29 @@
 //   o       = gated_delta_rule(q, k, v, g, beta)
 //   o       = rmsnorm(o) * o_norm.weight * silu(g_proj x)  per head over V
 //   out     = o_proj o
+// A token mixer (layers/token_mixer.h) named "gated_deltanet".
 #pragma once
-#include "layers/config.h"
-#include "layers/mlp.h"
+#include "layers/linear.h"
 #include "layers/norm.h"
+#include "layers/short_conv.h"
+#include "layers/token_mixer.h"
+#include "src/ops/gated_delta_rule.h"
 
 namespace gdn::nn {
 
-// The recurrent state of one layer for generation: the delta-rule state and the conv tails.
-struct LayerState {
+// Generation state of one layer: the delta-rule state and the short convs' last inputs.
+struct GatedDeltaNetState : MixerState {
   Tensor ssm;                     // [B, HV, K, V] fp32
   Tensor conv_q, conv_k, conv_v;  // last (W - 1) inputs of each short conv, [B, W-1, C]
 };
 
-class GatedDeltaNet : public Module {
+class GatedDeltaNet : public TokenMixer {
  public:
+  // Sizes and the kernel options are resolved here, once (cfg is validated by the caller).
   GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx);
-  Tensor forward(const Tensor& x) const;
-  // Runs x [B, T, d] continuing from `state` (updated in place; empty state = fresh).
-  Tensor forward_with_state(const Tensor& x, LayerState& state) const;
+  Tensor forward(const Tensor& x) const override;
+  Tensor forward_with_state(const Tensor& x, LayerState& state) const override;
 
-  ModelConfig cfg;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_proj;
   std::shared_ptr<ShortConv> q_conv1d, k_conv1d, v_conv1d;
   std::shared_ptr<GatedRMSNorm> o_norm_gated;
@@ -33,7 +35,16 @@ class GatedDeltaNet : public Module {
   Tensor A_log, dt_bias;
 
  private:
-  Tensor run(const Tensor& x, LayerState* state) const;
+  Tensor run(const Tensor& x, GatedDeltaNetState* state) const;
+
+  int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
+  bool allow_neg_eigval_;
+  ops::GdrOptions kernel_;  // training and evaluation; generation runs the recurrence
 };
+
+// The registry's entry points (layers/token_mixer.cpp).
+std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, const InitContext& ctx);
+int64_t gated_deltanet_num_parameters(const ModelConfig& cfg);
+double gated_deltanet_train_flops_per_token(const ModelConfig& cfg, int64_t seq_len);
 
 }  // namespace gdn::nn

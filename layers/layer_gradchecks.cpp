@@ -5,7 +5,9 @@
 #include <functional>
 #include <map>
 
+#include "layers/gated_deltanet.h"
 #include "layers/model.h"
+#include "layers/short_conv.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
 
@@ -72,7 +74,7 @@ GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t
 
 // d loss / d every parameter of a small CausalLM on random tokens [B, seq].
 GradcheckReport check_causal_lm(const std::string& what, int64_t layers, bool tied,
-                                const std::string& checkpointing, int64_t seq, uint64_t seed) {
+                                Checkpointing checkpointing, int64_t seq, uint64_t seed) {
   Generator g(seed);
   ModelConfig c = tiny_config();
   c.num_hidden_layers = layers;
@@ -80,7 +82,7 @@ GradcheckReport check_causal_lm(const std::string& what, int64_t layers, bool ti
   CausalLM m(c, fp64_ctx(&g));
   m.compute_dtype = DType::float64;
   m.checkpointing = checkpointing;
-  const int64_t batch = layers > 1 && checkpointing == "none" ? 2 : 1;
+  const int64_t batch = layers > 1 && checkpointing == Checkpointing::none ? 2 : 1;
   Tensor ids = ops::randint({batch, seq}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
   Tensor tgt = ops::randint({batch, seq}, 0, c.vocab_size, DType::int64, Device::cpu(), &g);
   return check_module(
@@ -144,7 +146,7 @@ const std::map<std::string, LayerCheck>& registry() {
       {"gated_deltanet_recurrent",
        [](uint64_t s) {
          ModelConfig c = tiny_config();
-         c.kernel = "recurrent";
+         c.kernel = gdr::Impl::recurrent;
          return check_gdn_layer("layer gated_deltanet (recurrent)", c, s);
        }},
       {"gated_deltanet_chunked",
@@ -154,7 +156,7 @@ const std::map<std::string, LayerCheck>& registry() {
       {"gated_deltanet_fused",
        [](uint64_t s) {
          ModelConfig c = tiny_config();
-         c.kernel = "fused";
+         c.kernel = gdr::Impl::fused;
          return check_gdn_layer("layer gated_deltanet (fused)", c, s);
        }},
       {"gated_deltanet_gva",
@@ -175,25 +177,30 @@ const std::map<std::string, LayerCheck>& registry() {
        [](uint64_t s) {
          Generator g(s);
          ModelConfig c = tiny_config();
-         Block m(c, fp64_ctx(&g));
+         Block m(c, 0, fp64_ctx(&g));
          Tensor x = input({1, 7, c.hidden_size}, g);
          return check_module(
              "layer block", m, {x}, {"x"}, [&](auto& in) { return m.forward(in[0]); }, s);
        }},
       {"causal_lm",
        [](uint64_t s) {
-         return check_causal_lm("layer causal_lm (2 layers, loss)", 2, false, "none", 9, s);
+         return check_causal_lm("layer causal_lm (2 layers, loss)", 2, false, Checkpointing::none,
+                                9, s);
        }},
       {"causal_lm_checkpoint_block",
        [](uint64_t s) {
-         return check_causal_lm("layer causal_lm (checkpoint block)", 2, false, "block", 9, s);
+         return check_causal_lm("layer causal_lm (checkpoint block)", 2, false,
+                                Checkpointing::block, 9, s);
        }},
       {"causal_lm_checkpoint_kernel",
        [](uint64_t s) {
-         return check_causal_lm("layer causal_lm (checkpoint kernel)", 1, false, "kernel", 9, s);
+         return check_causal_lm("layer causal_lm (checkpoint kernel)", 1, false,
+                                Checkpointing::kernel, 9, s);
        }},
       {"causal_lm_tied",
-       [](uint64_t s) { return check_causal_lm("layer causal_lm (tied)", 1, true, "none", 8, s); }},
+       [](uint64_t s) {
+         return check_causal_lm("layer causal_lm (tied)", 1, true, Checkpointing::none, 8, s);
+       }},
   };
   return checks;
 }

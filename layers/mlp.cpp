@@ -1,18 +1,7 @@
-// ShortConv and GatedMLP.
+// GatedMLP.
 #include "layers/mlp.h"
 
 namespace gdn::nn {
-
-ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
-  weight = new_parameter({channels, 1, width}, ctx);
-  ops::normal_(weight, 0.0, ctx.std, ctx.gen);
-  register_parameter("weight", &weight);
-}
-
-Tensor ShortConv::forward(const Tensor& x) const {
-  ModuleScope scope(*this);
-  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype())));
-}
 
 GatedMLP::GatedMLP(int64_t hidden_size, int64_t intermediate_size, const InitContext& ctx) {
   gate_proj = register_module("gate_proj",

@@ -1,16 +1,8 @@
-// ShortConv (causal depthwise conv1d then SiLU, fla's ShortConvolution; weight [C, 1, W]) and
-// GatedMLP (SwiGLU: down(silu(gate(x)) * up(x))).
+// GatedMLP (fla's SwiGLU MLP): down_proj(silu(gate_proj x) * up_proj x).
 #pragma once
 #include "layers/linear.h"
 
 namespace gdn::nn {
-
-class ShortConv : public Module {
- public:
-  ShortConv(int64_t channels, int64_t width, const InitContext& ctx);
-  Tensor forward(const Tensor& x) const;  // x [B, T, C]
-  Tensor weight;
-};
 
 class GatedMLP : public Module {
  public:

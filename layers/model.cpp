@@ -6,26 +6,26 @@
 
 namespace gdn::nn {
 
-Block::Block(const ModelConfig& cfg, const InitContext& ctx) {
+Block::Block(const ModelConfig& cfg, int64_t layer, const InitContext& ctx) {
   attn_norm =
       register_module("attn_norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
-  attn = register_module("attn", std::make_shared<GatedDeltaNet>(cfg, ctx));
+  attn = register_module("attn", token_mixer_of(cfg, layer).make(cfg, ctx));
   mlp_norm =
       register_module("mlp_norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
   mlp = register_module(
       "mlp", std::make_shared<GatedMLP>(cfg.hidden_size, cfg.mlp_intermediate_size(), ctx));
 }
 
-Tensor Block::forward(const Tensor& x, const std::string& checkpointing) const {
+Tensor Block::forward(const Tensor& x, Checkpointing checkpointing) const {
   ModuleScope scope(*this);
-  if (checkpointing == "block")
+  if (checkpointing == Checkpointing::block)
     return autograd::checkpoint("checkpoint_block",
                                 [this](const std::vector<Tensor>& in) {
-                                  return std::vector<Tensor>{forward(in[0], "none")};
+                                  return std::vector<Tensor>{forward(in[0], Checkpointing::none)};
                                 },
                                 {x})[0];
   Tensor mixed;
-  if (checkpointing == "kernel")
+  if (checkpointing == Checkpointing::kernel)
     mixed =
         autograd::checkpoint("checkpoint_attn",
                              [this](const std::vector<Tensor>& in) {
@@ -49,7 +49,7 @@ Backbone::Backbone(const ModelConfig& cfg, const InitContext& ctx) {
                                std::make_shared<Embedding>(cfg.vocab_size, cfg.hidden_size, ctx));
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
     layers.push_back(
-        register_module("layers." + std::to_string(i), std::make_shared<Block>(cfg, ctx)));
+        register_module("layers." + std::to_string(i), std::make_shared<Block>(cfg, i, ctx)));
   norm = register_module("norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
 }
 
@@ -71,8 +71,6 @@ Tensor CausalLM::hidden(const Tensor& ids) const {
   GDN_CHECK(ids.dim() == 2, "CausalLM: token ids must be [B, T], got ", shape_str(ids.shape()));
   autograd::ScopeGuard scope("model");
   Tensor h = model->embeddings->forward(ids, compute_dtype);
-  GDN_CHECK(checkpointing == "none" || checkpointing == "block" || checkpointing == "kernel",
-            "checkpointing must be none, block or kernel, got '", checkpointing, "'");
   for (const auto& layer : model->layers) h = layer->forward(h, checkpointing);
   return model->norm->forward(h);
 }

@@ -4,18 +4,22 @@
 #pragma once
 #include <vector>
 
-#include "layers/gated_deltanet.h"
+#include "layers/embedding.h"
+#include "layers/linear.h"
+#include "layers/mlp.h"
+#include "layers/norm.h"
+#include "layers/token_mixer.h"
 
 namespace gdn::nn {
 
 class Block : public Module {
  public:
-  Block(const ModelConfig& cfg, const InitContext& ctx);
-  // checkpointing: "none", "block" or "kernel" (see CausalLM::checkpointing).
-  Tensor forward(const Tensor& x, const std::string& checkpointing = "none") const;
+  // Block `layer` of the model, with the token mixer the config gives that layer.
+  Block(const ModelConfig& cfg, int64_t layer, const InitContext& ctx);
+  Tensor forward(const Tensor& x, Checkpointing checkpointing = Checkpointing::none) const;
   Tensor forward_with_state(const Tensor& x, LayerState& state) const;
   std::shared_ptr<RMSNorm> attn_norm, mlp_norm;
-  std::shared_ptr<GatedDeltaNet> attn;
+  std::shared_ptr<TokenMixer> attn;  // fla's name for the mixer, whatever its type
   std::shared_ptr<GatedMLP> mlp;
 };
 
@@ -40,16 +44,13 @@ class CausalLM : public Module {
   // Mean next-token cross-entropy of the logits against targets [B, T] (ignore_index -100),
   // through linear_cross_entropy: the full fp32 logits are never materialised.
   Tensor loss(const Tensor& ids, const Tensor& targets) const;
-  // Logits of the last position given a recurrent state per layer (generation).
+  // Logits of the last position given a generation state per layer (null entries start fresh).
   Tensor step(const Tensor& ids, std::vector<LayerState>& states) const;
   const Tensor& lm_head_weight() const;
 
   ModelConfig cfg;
   DType compute_dtype = DType::float32;  // activations; parameters stay in their own dtype
-  // Activation checkpointing: none, block (each block recomputed in backward, only its input
-  // kept) or kernel (the token-mixing half of each block recomputed: projections, convs, gates
-  // and the gated-delta-rule kernel; the MLP's activations kept).
-  std::string checkpointing = "none";
+  Checkpointing checkpointing = Checkpointing::none;
   std::shared_ptr<Backbone> model;
   std::shared_ptr<Linear> lm_head;  // null when tied
 };

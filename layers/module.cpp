@@ -1,7 +1,12 @@
-// Module tree bookkeeping.
+// Module tree bookkeeping and parameter creation.
 #include "layers/module.h"
 
 namespace gdn::nn {
+
+Tensor new_parameter(const Shape& shape, const InitContext& ctx) {
+  MemoryCategoryScope cat(MemCategory::param);
+  return ops::empty(shape, ctx.dtype, ctx.device);
+}
 
 void Module::register_parameter(const std::string& name, Tensor* slot) {
   GDN_CHECK(slot && slot->defined(), "register_parameter('", name, "') with no tensor");

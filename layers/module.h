@@ -2,6 +2,7 @@
 // hierarchical ("model.layers.0.attn.q_proj.weight", fla's and Hugging Face's), parameters are
 // leaf tensors allocated under MemCategory::param. Each module's forward runs inside a
 // ScopeGuard of its name so autograd nodes (and memory reports) know which layer made them.
+// InitContext says where and how modules create their parameters.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,10 +12,21 @@
 #include "src/autograd/node.h"
 #include "src/core/tensor.h"
 #include "src/core/trace.h"
+#include "src/ops/ops.h"
 
 namespace gdn::nn {
 
 using NamedTensor = std::pair<std::string, Tensor>;
+
+struct InitContext {
+  Device device = Device::cpu();
+  DType dtype = DType::float32;  // parameter (master) dtype
+  Generator* gen = nullptr;      // null: default generator
+  double std = 0.02;             // initializer_range
+};
+
+// A new parameter tensor tagged `param` (uninitialised; the module fills it).
+Tensor new_parameter(const Shape& shape, const InitContext& ctx);
 
 class Module {
  public:

@@ -107,7 +107,7 @@ TEST(Model, ParameterCountMatchesFormula) {
 TEST(Model, KernelChoicesAgree) {
   std::vector<double> losses;
   std::vector<std::vector<double>> grads;
-  for (const char* kernel : {"recurrent", "chunked", "fused"}) {
+  for (gdr::Impl kernel : {gdr::Impl::recurrent, gdr::Impl::chunked, gdr::Impl::fused}) {
     nn::ModelConfig c = small_config();
     c.kernel = kernel;
     c.chunk_size = 16;

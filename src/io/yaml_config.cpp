@@ -98,6 +98,18 @@ void ConfigBinder::bind_nullable(const std::string& path, int64_t* p) {
                    [p] { return *p ? YAML::Node(*p) : YAML::Node(YAML::NodeType::Null); }};
 }
 
+void ConfigBinder::bind_choice(const std::string& path, const std::string& choices,
+                               std::function<bool(const std::string&)> set,
+                               std::function<std::string()> get) {
+  fields_[path] = {[path, choices, set](const YAML::Node& n, const std::string& where) {
+                     const std::string s = scalar_as<std::string>(n, path, where, "a name");
+                     const std::string leaf = path.substr(path.rfind('.') + 1);
+                     GDN_CHECK(set(s), where, ": ", path, ": unknown ", leaf, " '", s,
+                               "' (expected ", choices, ")");
+                   },
+                   [get] { return YAML::Node(get()); }};
+}
+
 void ConfigBinder::check_mapping(const YAML::Node& node, const std::string& prefix,
                                  const std::string& source) const {
   for (auto it = node.begin(); it != node.end(); ++it) {

@@ -11,6 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "kernels/enum_table.h"
+
 namespace gdn::io {
 
 class ConfigBinder {
@@ -25,6 +27,19 @@ class ConfigBinder {
   void bind(const std::string& path, std::vector<std::string>* p);
   // An integer that may be null (`null` / `~`), stored as 0 (fla's "None": derive it).
   void bind_nullable(const std::string& path, int64_t* p);
+  // An enum by the names of its table (kernels/enum_table.h); a wrong name is an error that
+  // lists the choices.
+  template <typename E>
+  void bind_enum(const std::string& path, E* p, EnumTable<E> table = enum_table(E{})) {
+    bind_choice(
+        path, table.choices(),
+        [p, table](const std::string& s) {
+          const auto v = table.parse(s);
+          if (v) *p = *v;
+          return v.has_value();
+        },
+        [p, table] { return std::string(table.name(*p)); });
+  }
 
   // Binds every key of `root`; `source` names the file in errors.
   void apply(const YAML::Node& root, const std::string& source) const;
@@ -37,6 +52,8 @@ class ConfigBinder {
     std::function<void(const YAML::Node&, const std::string& where)> set;
     std::function<YAML::Node()> get;
   };
+  void bind_choice(const std::string& path, const std::string& choices,
+                   std::function<bool(const std::string&)> set, std::function<std::string()> get);
   void check_mapping(const YAML::Node& node, const std::string& prefix,
                      const std::string& source) const;
   std::map<std::string, Field> fields_;

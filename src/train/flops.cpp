@@ -5,28 +5,18 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/gated_delta_rule.h"
+#include "layers/token_mixer.h"
 
 namespace gdn::train {
 
 double train_flops_per_token(const nn::ModelConfig& c, int64_t seq_len) {
-  const double d = double(c.hidden_size), kd = double(c.key_dim()), vd = double(c.value_dim());
-  const double hv = double(c.v_heads());
-  double linear = d * (2 * kd + vd + 2 * hv) + vd * d;  // q k v a b, o
-  if (c.use_gate) linear += d * vd;
-  linear += 3 * d * double(c.mlp_intermediate_size());
-  double per_layer = 6.0 * linear;
-  gdr::Problem p;
-  p.B = 1;
-  p.T = seq_len;
-  p.H = c.num_heads;
-  p.HV = c.v_heads();
-  p.K = c.head_dim;
-  p.V = c.head_v_dim();
-  p.chunk = int(c.chunk_size);
-  per_layer += (gdr::forward_flops(p) + gdr::backward_flops(p)) / double(seq_len);
+  const double d = double(c.hidden_size);
+  const double mlp = 6.0 * 3 * d * double(c.mlp_intermediate_size());
+  double layers = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers += nn::token_mixer_of(c, i).train_flops_per_token(c, seq_len) + mlp;
   const double head = 6.0 * d * double(c.vocab_size);
-  return double(c.num_hidden_layers) * per_layer + head;
+  return layers + head;
 }
 
 double device_peak_flops(const std::string& device, bool bf16, bool tf32) {

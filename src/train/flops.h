@@ -1,7 +1,8 @@
 // Model FLOPs per token, for tokens/s -> model FLOP utilisation (MFU):
 //   matmuls: 2 * (params of every Linear, lm_head included, embeddings excluded) per token
-//   forward and twice that backward (6 N in all), plus the gated-delta-rule kernel's own count
-//   (docs/design.md, "The gated delta rule") per layer.
+//   forward and twice that backward (6 N in all), plus each token mixer's kernel count (its
+//   registry entry, layers/token_mixer.h; the gated delta rule's is in docs/design.md, "The gated
+//   delta rule").
 #pragma once
 #include "layers/config.h"
 

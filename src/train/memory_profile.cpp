@@ -40,7 +40,7 @@ std::string block_of(const std::string& scope) {
 std::string kind_of(const std::string& scope, const std::string& op) {
   if (op.rfind("checkpoint", 0) == 0) return "checkpoint_inputs";
   if (scope.rfind("loss", 0) == 0 || scope.rfind("lm_head", 0) == 0) return "logits_loss";
-  if (op == "gated_delta_rule" || op == "ssd") return "kernel_residuals";
+  if (nn::is_mixer_kernel_op(op)) return "kernel_residuals";
   if (scope.find("_conv1d") != std::string::npos) return "short_convs";
   if (scope.find(".mlp") != std::string::npos) return "mlp";
   if (op == "rms_norm" || op == "l2_norm" || scope.find("norm") != std::string::npos)
@@ -124,7 +124,7 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   prof.batch = batch;
   prof.seq = seq;
   prof.dtype = cfg.train.dtype;
-  prof.checkpointing = cfg.train.checkpointing;
+  prof.checkpointing = enum_name(cfg.train.checkpointing);
   reset_peak_memory(dev);
   const MemoryStats base = memory_stats(dev);
   int64_t seen_peak = base.peak;
@@ -280,18 +280,20 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
   std::vector<FitSuggestion> out;
   std::set<std::string> tried;
   struct Variant {
-    std::string dtype, ckpt;
+    std::string dtype;
+    nn::Checkpointing ckpt;
   };
+  using nn::Checkpointing;
   const std::vector<Variant> variants = {{"bfloat16", cfg.train.checkpointing},
-                                         {cfg.train.dtype, "kernel"},
-                                         {cfg.train.dtype, "block"},
-                                         {"bfloat16", "kernel"},
-                                         {"bfloat16", "block"}};
+                                         {cfg.train.dtype, Checkpointing::kernel},
+                                         {cfg.train.dtype, Checkpointing::block},
+                                         {"bfloat16", Checkpointing::kernel},
+                                         {"bfloat16", Checkpointing::block}};
   for (int64_t b = batch; b >= 1; b /= 2) {
     for (const auto& v : variants) {
       if (b == batch && v.dtype == cfg.train.dtype && v.ckpt == cfg.train.checkpointing) continue;
-      const std::string settings =
-          str_cat("train.dtype=", v.dtype, " train.checkpointing=", v.ckpt, " batch=", b);
+      const std::string settings = str_cat(
+          "train.dtype=", v.dtype, " train.checkpointing=", enum_name(v.ckpt), " batch=", b);
       if (!tried.insert(settings).second) continue;
       RunConfig c = cfg;
       c.train.dtype = v.dtype;

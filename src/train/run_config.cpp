@@ -10,8 +10,38 @@ namespace gdn::train {
 
 namespace {
 
+void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
+  b.bind("model.hidden_size", &c.hidden_size);
+  b.bind("model.num_hidden_layers", &c.num_hidden_layers);
+  b.bind("model.num_heads", &c.num_heads);
+  b.bind_nullable("model.num_v_heads", &c.num_v_heads);
+  b.bind("model.head_dim", &c.head_dim);
+  b.bind("model.expand_v", &c.expand_v);
+  b.bind("model.conv_size", &c.conv_size);
+  b.bind("model.use_short_conv", &c.use_short_conv);
+  b.bind("model.use_gate", &c.use_gate);
+  b.bind("model.allow_neg_eigval", &c.allow_neg_eigval);
+  b.bind("model.hidden_ratio", &c.hidden_ratio);
+  b.bind_nullable("model.intermediate_size", &c.intermediate_size);
+  b.bind("model.hidden_act", &c.hidden_act);
+  b.bind("model.norm_eps", &c.norm_eps);
+  b.bind("model.vocab_size", &c.vocab_size);
+  b.bind("model.tie_word_embeddings", &c.tie_word_embeddings);
+  b.bind("model.initializer_range", &c.initializer_range);
+  b.bind("model.max_position_embeddings", &c.max_position_embeddings);
+  b.bind("model.bos_token_id", &c.bos_token_id);
+  b.bind("model.eos_token_id", &c.eos_token_id);
+  b.bind("model.attn_mode", &c.attn_mode);
+  b.bind("model.fuse_norm", &c.fuse_norm);
+  b.bind("model.fuse_swiglu", &c.fuse_swiglu);
+  b.bind("model.fuse_cross_entropy", &c.fuse_cross_entropy);
+  b.bind_enum("model.kernel", &c.kernel, EnumTable<gdr::Impl>(nn::kModelKernels));
+  b.bind("model.chunk_size", &c.chunk_size);
+  b.bind_enum("model.residual", &c.residual);
+}
+
 void bind_all(io::ConfigBinder& b, RunConfig& c) {
-  nn::bind_model_config(b, c.model, "model");
+  bind_model(b, c.model);
   DataConfig& d = c.data;
   b.bind("data.task", &d.task);
   b.bind("data.dir", &d.dir);
@@ -46,7 +76,7 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("train.out_dir", &t.out_dir);
   b.bind("train.device", &t.device);
   b.bind("train.on_nonfinite", &t.on_nonfinite);
-  b.bind("train.checkpointing", &t.checkpointing);
+  b.bind_enum("train.checkpointing", &t.checkpointing);
   b.bind("train.decay_embeddings", &t.decay_embeddings);
   b.bind("train.allow_tf32", &t.allow_tf32);
   DistConfig& s = c.dist;
@@ -97,8 +127,6 @@ void RunConfig::validate() const {
   check_one_of<std::string>(train.schedule, {"cosine", "linear", "constant"}, "train.schedule");
   check_one_of<std::string>(train.dtype, {"float32", "bfloat16"}, "train.dtype");
   check_one_of<std::string>(train.on_nonfinite, {"stop", "skip"}, "train.on_nonfinite");
-  check_one_of<std::string>(train.checkpointing, {"none", "block", "kernel"},
-                            "train.checkpointing");
   GDN_CHECK(train.lr > 0 && train.min_lr >= 0 && train.min_lr <= train.lr,
             "train.lr must be > 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ",
             train.min_lr, ")");

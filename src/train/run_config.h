@@ -45,9 +45,9 @@ struct TrainConfig {
   int64_t log_every = 10;
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
-  std::string device = "auto";         // auto | cpu | cuda | cuda:N
-  std::string on_nonfinite = "stop";   // stop | skip
-  std::string checkpointing = "none";  // none | block | kernel (activation recompute)
+  std::string device = "auto";                                // auto | cpu | cuda | cuda:N
+  std::string on_nonfinite = "stop";                          // stop | skip
+  nn::Checkpointing checkpointing = nn::Checkpointing::none;  // activation recompute
   bool decay_embeddings = true;
   bool allow_tf32 = false;  // CUDA: fp32 GEMMs on TF32 tensor cores (faster, 10-bit products)
 };

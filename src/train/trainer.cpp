@@ -183,11 +183,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
   peak_flops_ =
       device_peak_flops(device_name(device_), compute == DType::bfloat16, cfg_.train.allow_tf32);
   if (!options_.quiet) {
-    std::fprintf(stderr,
-                 "gdn: model %s parameters (%lld layers, hidden %lld, kernel %s) on %s, %s\n",
-                 format_count(double(model_->num_parameters())).c_str(),
-                 (long long)cfg_.model.num_hidden_layers, (long long)cfg_.model.hidden_size,
-                 cfg_.model.kernel.c_str(), device_name(device_).c_str(), cfg_.train.dtype.c_str());
+    std::fprintf(
+        stderr, "gdn: model %s parameters (%lld layers, hidden %lld, kernel %s) on %s, %s\n",
+        format_count(double(model_->num_parameters())).c_str(),
+        (long long)cfg_.model.num_hidden_layers, (long long)cfg_.model.hidden_size,
+        gdr::impl_name(cfg_.model.kernel), device_name(device_).c_str(), cfg_.train.dtype.c_str());
     std::fprintf(stderr, "gdn: data %s\n", data_->describe().c_str());
     if (world_size() > 1)
       std::fprintf(stderr,

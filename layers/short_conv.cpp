@@ -1,0 +1,19 @@
+// ShortConv.
+#include "layers/short_conv.h"
+
+#include "src/ops/ops.h"
+
+namespace gdn::nn {
+
+ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
+  weight = new_parameter({channels, 1, width}, ctx);
+  ops::normal_(weight, 0.0, ctx.std, ctx.gen);
+  register_parameter("weight", &weight);
+}
+
+Tensor ShortConv::forward(const Tensor& x) const {
+  ModuleScope scope(*this);
+  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype())));
+}
+
+}  // namespace gdn::nn

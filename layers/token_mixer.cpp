@@ -1,0 +1,40 @@
+// The table of token mixers (layers/token_mixer.h). A new mixer adds its line here.
+#include "layers/token_mixer.h"
+
+#include <algorithm>
+
+#include "layers/gated_deltanet.h"
+
+namespace gdn::nn {
+
+const std::vector<TokenMixerType>& token_mixer_types() {
+  static const std::vector<TokenMixerType> table = {
+      {"gated_deltanet",
+       &make_gated_deltanet,
+       &gated_deltanet_num_parameters,
+       &gated_deltanet_train_flops_per_token,
+       {"gated_delta_rule", "ssd"}},
+  };
+  return table;
+}
+
+const TokenMixerType& find_token_mixer(const std::string& name) {
+  std::string known;
+  for (const TokenMixerType& t : token_mixer_types()) {
+    if (name == t.name) return t;
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  }
+  GDN_FAIL("unknown token mixer '", name, "' (known: ", known, ")");
+}
+
+const TokenMixerType& token_mixer_of(const ModelConfig& cfg, int64_t layer) {
+  return find_token_mixer(cfg.token_mixer(layer));
+}
+
+bool is_mixer_kernel_op(const std::string& op) {
+  for (const TokenMixerType& t : token_mixer_types())
+    if (std::find(t.kernel_ops.begin(), t.kernel_ops.end(), op) != t.kernel_ops.end()) return true;
+  return false;
+}
+
+}  // namespace gdn::nn

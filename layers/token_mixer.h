@@ -1,0 +1,53 @@
+// Token mixers as registered layer types. A block is pre-norm attention-then-MLP, and its
+// "attention" (fla names it `attn` whatever it is) is a TokenMixer: the Gated DeltaNet layer is one
+// entry of the table below; a second mixer (softmax attention) is added in its own files plus one
+// line in token_mixer.cpp, without touching the model, the block, checkpoint naming (parameters
+// stay under model.layers.N.attn.*) or the memory profile (which reads each entry's kernel ops).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+#include "layers/module.h"
+
+namespace gdn::nn {
+
+// What a mixer carries from one generation step to the next (each mixer derives its own).
+struct MixerState {
+  virtual ~MixerState() = default;
+};
+// One layer's generation state; null = fresh (the mixer creates it on first use).
+using LayerState = std::unique_ptr<MixerState>;
+
+class TokenMixer : public Module {
+ public:
+  // x [B, T, hidden] -> [B, T, hidden].
+  virtual Tensor forward(const Tensor& x) const = 0;
+  // The same, continuing from `state` (updated in place): generation, one chunk of tokens at a
+  // time.
+  virtual Tensor forward_with_state(const Tensor& x, LayerState& state) const = 0;
+};
+
+struct TokenMixerType {
+  const char* name;  // "gated_deltanet"
+  std::shared_ptr<TokenMixer> (*make)(const ModelConfig& cfg, const InitContext& ctx);
+  // Parameters of one layer, by formula (tests check it against the built layer).
+  int64_t (*num_parameters)(const ModelConfig& cfg);
+  // Training FLOPs (forward + backward) per token of one layer at sequence length T (for MFU).
+  double (*train_flops_per_token)(const ModelConfig& cfg, int64_t seq_len);
+  // Names of the autograd ops whose saved tensors are the mixer's kernel residuals (memory
+  // profile category `kernel_residuals`).
+  std::vector<std::string> kernel_ops;
+};
+
+// Every registered mixer.
+const std::vector<TokenMixerType>& token_mixer_types();
+// By name; throws gdn::Error listing the known names.
+const TokenMixerType& find_token_mixer(const std::string& name);
+// The mixer type of layer `layer` of a model.
+const TokenMixerType& token_mixer_of(const ModelConfig& cfg, int64_t layer);
+// Whether autograd op `op` is some mixer's kernel.
+bool is_mixer_kernel_op(const std::string& op);
+
+}  // namespace gdn::nn

@@ -1,0 +1,133 @@
+// The registries and typed options of the design (docs/design.md): the gated-delta-rule
+// implementation table, the token mixer table, enum names and their binding in configs.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "kernels/gdr_registry.h"
+#include "layers/gated_deltanet.h"
+#include "layers/model.h"
+#include "layers/token_mixer.h"
+#include "src/core/error.h"
+#include "src/train/run_config.h"
+
+namespace gdn {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GdrRegistry, OneEntryPerImplementation) {
+  std::vector<std::string> names;
+  for (const gdr::Implementation& i : gdr::implementations()) names.push_back(i.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"recurrent", "chunked", "chunked_fat", "fused", "ssd"}));
+  for (const gdr::Implementation& i : gdr::implementations()) {
+    EXPECT_EQ(&gdr::find_implementation(i.name), &i);
+    EXPECT_EQ(&gdr::implementation_of(i.configure(gdr::Problem{})), &i) << i.name;
+    EXPECT_TRUE(i.cpu.of<float>().forward && i.cpu.of<double>().backward &&
+                i.cpu.of<bf16>().forward);
+#if defined(GDN_WITH_CUDA)
+    EXPECT_NE(i.cuda, nullptr) << i.name;
+#else
+    EXPECT_EQ(i.cuda, nullptr) << i.name;
+#endif
+  }
+  EXPECT_EQ(gdr::find_implementation("chunked_full").name, std::string("chunked_fat"));
+  EXPECT_FALSE(gdr::find_implementation("ssd").delta_rule);
+  EXPECT_EQ(gdr::implementation_names(true), "recurrent, chunked, chunked_fat, fused");
+}
+
+TEST(GdrRegistry, UnknownNameListsTheKnown) {
+  const std::string e = error_of([] { gdr::find_implementation("fast"); });
+  EXPECT_NE(e.find("unknown implementation 'fast'"), std::string::npos) << e;
+  EXPECT_NE(e.find("recurrent, chunked, chunked_fat, fused, ssd"), std::string::npos) << e;
+}
+
+TEST(GdrRegistry, ResidualSizeFollowsThePolicy) {
+  gdr::Problem p;
+  p.B = 2, p.T = 100, p.H = 1, p.HV = 2, p.K = 32, p.V = 48, p.chunk = 64, p.scale = 0.1;
+  const int64_t states = 2 * 2 * 2 * 32 * 48;
+  const int64_t full = 2 * 2 * 2 * 64 * (64 + 32 + 48);  // A and [W | U] per chunk
+  EXPECT_EQ(gdr::find_implementation("chunked").residual_elems(p), states);
+  EXPECT_EQ(gdr::find_implementation("chunked_fat").residual_elems(p), states + full);
+  // The policy belongs to chunked: another family with residual=full is its own entry.
+  p.impl = gdr::Impl::fused;
+  p.residual = gdr::Residual::full;
+  EXPECT_EQ(gdr::implementation_of(p).name, std::string("fused"));
+  EXPECT_EQ(gdr::residual_elems(p), states);
+}
+
+TEST(EnumTable, NamesParseAndChoices) {
+  EXPECT_STREQ(enum_name(gdr::Impl::fused), "fused");
+  EXPECT_STREQ(enum_name(nn::Checkpointing::block), "block");
+  EXPECT_EQ(enum_table(gdr::Residual{}).parse("full"), gdr::Residual::full);
+  EXPECT_FALSE(enum_table(gdr::Residual{}).parse("fat").has_value());
+  EXPECT_EQ(enum_table(nn::Checkpointing{}).choices(), "none, block or kernel");
+}
+
+TEST(TypedConfig, EnumsBindByNameAndRefuseOthers) {
+  train::RunConfig c = train::parse_run_config(
+      "model:\n  kernel: fused\n  residual: full\ntrain:\n  checkpointing: kernel\n", "c.yaml");
+  EXPECT_EQ(c.model.kernel, gdr::Impl::fused);
+  EXPECT_EQ(c.model.residual, gdr::Residual::full);
+  EXPECT_EQ(c.train.checkpointing, nn::Checkpointing::kernel);
+  // The resolved config writes the names back.
+  const std::string yaml = c.to_yaml();
+  EXPECT_NE(yaml.find("kernel: fused"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("checkpointing: kernel"), std::string::npos) << yaml;
+
+  std::string e = error_of([] { train::parse_run_config("model:\n  kernel: ssd\n", "c.yaml"); });
+  EXPECT_NE(e.find("c.yaml:2: model.kernel: unknown kernel 'ssd' (expected recurrent, chunked or "
+                   "fused)"),
+            std::string::npos)
+      << e;
+  e = error_of([] { train::parse_run_config("", "c.yaml", {"train.checkpointing=layer"}); });
+  EXPECT_NE(e.find("(from --set): train.checkpointing: unknown checkpointing 'layer' (expected "
+                   "none, block or kernel)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TokenMixers, TheModelBuildsEachLayerFromTheTable) {
+  nn::ModelConfig c;
+  c.hidden_size = 32, c.num_hidden_layers = 2, c.num_heads = 2, c.head_dim = 8;
+  c.expand_v = 1.0, c.vocab_size = 16, c.use_gate = false;
+  const nn::TokenMixerType& t = nn::token_mixer_of(c, 1);
+  EXPECT_EQ(std::string(t.name), "gated_deltanet");
+  nn::InitContext ctx;
+  nn::CausalLM m(c, ctx);
+  for (const auto& block : m.model->layers) {
+    ASSERT_NE(dynamic_cast<nn::GatedDeltaNet*>(block->attn.get()), nullptr);
+    EXPECT_EQ(block->attn->num_parameters(), t.num_parameters(c));
+  }
+  EXPECT_TRUE(nn::is_mixer_kernel_op("gated_delta_rule"));
+  EXPECT_FALSE(nn::is_mixer_kernel_op("rms_norm"));
+  const std::string e = error_of([] { nn::find_token_mixer("mamba"); });
+  EXPECT_NE(e.find("unknown token mixer 'mamba' (known: gated_deltanet)"), std::string::npos) << e;
+}
+
+TEST(TokenMixers, GenerationStateIsTheMixersOwn) {
+  struct Foreign : nn::MixerState {};
+  nn::ModelConfig c;
+  c.hidden_size = 16, c.num_hidden_layers = 1, c.num_heads = 1, c.head_dim = 8;
+  c.vocab_size = 8;
+  nn::InitContext ctx;
+  nn::GatedDeltaNet layer(c, ctx);
+  nn::LayerState state;  // null: created on first use
+  layer.forward_with_state(ops::zeros({1, 2, 16}), state);
+  ASSERT_NE(dynamic_cast<nn::GatedDeltaNetState*>(state.get()), nullptr);
+  nn::LayerState wrong = std::make_unique<Foreign>();
+  const std::string e = error_of([&] { layer.forward_with_state(ops::zeros({1, 1, 16}), wrong); });
+  EXPECT_NE(e.find("belongs to another mixer"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace gdn
