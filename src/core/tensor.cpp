@@ -3,9 +3,6 @@
 
 #include <cstdio>
 
-#include "src/autograd/node.h"
-#include "src/ops/ops.h"
-
 namespace gdn {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -77,16 +74,6 @@ void Tensor::set_grad(const Tensor& g) {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  Tensor g = grad;
-  if (!g.defined()) {
-    GDN_CHECK(numel() == 1, "backward() without a gradient needs a single-element tensor, got ",
-              shape_str(shape()));
-    g = ops::ones(shape(), dtype(), device());
-  }
-  autograd::run_backward({*this}, {g}, retain_graph);
-}
-
 Tensor Tensor::detach() const {
   auto impl2 = std::make_shared<TensorImpl>(impl());
   impl2->requires_grad = false;
@@ -94,19 +81,6 @@ Tensor Tensor::detach() const {
   impl2->grad_fn.reset();
   impl2->output_nr = 0;
   return Tensor(impl2);
-}
-
-std::vector<double> Tensor::to_vector() const {
-  GDN_CHECK(!device().is_meta(), "to_vector() on a meta tensor (it has no data)");
-  Tensor host = ops::cast(ops::to_device(detach(), Device::cpu()), DType::float64);
-  host = ops::contiguous(host);
-  const double* p = host.data<double>();
-  return std::vector<double>(p, p + host.numel());
-}
-
-double Tensor::item() const {
-  GDN_CHECK(numel() == 1, "item() needs a single-element tensor, got ", shape_str(shape()));
-  return to_vector()[0];
 }
 
 std::string Tensor::str() const {
