@@ -1,6 +1,7 @@
-// CUDA against CPU for the ops with CUDA kernels so far: element-wise (unary, broadcasting
-// binary, backward helpers via autograd), in-place updates, fill, random streams, casts and
-// device copies; the TF32 switch of fp32 GEMMs. Label `gpu`; exits 77 without a device.
+// The CUDA checks of kernels/cuda/{elementwise,gemm} and the allocator that are not rows of the
+// op table (element-wise ops and their backward are, in tests/test_cuda_parity.cpp): in-place
+// updates, fill, random streams, casts and device copies, device memory accounting, and the
+// TF32 switch of fp32 GEMMs. Label `gpu`; exits 77 without a device.
 #include <gtest/gtest.h>
 
 #include "src/ops/ops.h"
@@ -18,38 +19,6 @@ const Device kCuda = Device::cuda(0);
 
 Tensor on_cuda(const Tensor& t) {
   return ops::to_device(t, kCuda);
-}
-
-// Tolerance by dtype: fp64/fp32 kernels compute the same expression in the same precision,
-// so the bound is a few ulps; half types round once more.
-double tol_for(DType d) {
-  switch (d) {
-    case DType::float64:
-      return 1e-12;
-    case DType::float32:
-      return 1e-6;
-    default:
-      return 1e-2;
-  }
-}
-
-TEST(CudaOps, ElementwiseMatchesCpu) {
-  for (DType dt : {DType::float32, DType::float64, DType::bfloat16, DType::float16}) {
-    Generator g(7);
-    Tensor a = ops::cast(ops::randn({3, 5, 7}, DType::float32, Device::cpu(), &g), dt);
-    Tensor b = ops::cast(ops::randn({5, 1}, DType::float32, Device::cpu(), &g), dt);
-    Tensor pos = ops::add(ops::abs(a), 0.5);
-    const double tol = tol_for(dt);
-    EXPECT_LT(test::rel_err(on_cuda(a) + on_cuda(b), a + b), tol) << dtype_name(dt);
-    EXPECT_LT(test::rel_err(on_cuda(a) * on_cuda(b), a * b), tol);
-    EXPECT_LT(test::rel_err(on_cuda(a) / on_cuda(pos), a / pos), tol);
-    EXPECT_LT(test::rel_err(ops::transpose(on_cuda(a), 0, 2) - 1.0, ops::transpose(a, 0, 2) - 1.0),
-              tol);
-    for (auto f : {ops::exp, ops::sigmoid, ops::silu, ops::softplus, ops::tanh, ops::square})
-      EXPECT_LT(test::rel_err(f(on_cuda(a)), f(a)), tol) << dtype_name(dt);
-    for (auto f : {ops::log, ops::sqrt, ops::rsqrt})
-      EXPECT_LT(test::rel_err(f(on_cuda(pos)), f(pos)), tol) << dtype_name(dt);
-  }
 }
 
 #if defined(GDN_WITH_CUDA)
@@ -74,17 +43,6 @@ TEST(CudaOps, Fp32GemmIsExactUnlessTf32IsAllowed) {
   EXPECT_LT(test::rel_err(ops::matmul(on_cuda(a), on_cuda(b)), want), 1e-6);
 }
 #endif  // GDN_WITH_CUDA
-
-TEST(CudaOps, ElementwiseBackwardMatchesCpu) {
-  Generator g(3);
-  Tensor x = ops::randn({4, 6}, DType::float32, Device::cpu(), &g).set_requires_grad(true);
-  Tensor xc = on_cuda(x.detach()).set_requires_grad(true);
-  auto f = [](const Tensor& t) { return ops::silu(t) * ops::sigmoid(t) + ops::exp(t * 0.5); };
-  Tensor dy = ops::randn({4, 6}, DType::float32, Device::cpu(), &g);
-  f(x).backward(dy);
-  f(xc).backward(on_cuda(dy));
-  EXPECT_LT(test::rel_err(xc.grad(), x.grad()), 1e-6);
-}
 
 TEST(CudaOps, FillRandomAndInPlace) {
   Generator gc(11), gh(11);

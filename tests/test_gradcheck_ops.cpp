@@ -1,5 +1,5 @@
-// fp64 finite differences against autograd for every op in the registry
-// (src/ops/op_gradchecks.cpp), two seeds each.
+// fp64 finite differences against autograd for every gradcheck row of the op table
+// (src/ops/op_case_table.cpp, run by src/ops/op_gradchecks.cpp), two seeds each.
 #include <gtest/gtest.h>
 
 #include "src/ops/op_gradchecks.h"

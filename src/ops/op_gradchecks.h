@@ -1,5 +1,6 @@
-// The registry of op gradient checks (fp64 finite differences vs autograd at small random
-// sizes), shared by tests/test_gradcheck_ops.cpp and `gdn gradcheck --op`.
+// The op gradient checks (fp64 finite differences vs autograd at small random sizes): the
+// gradcheck rows of the op table (src/ops/op_cases.h), run by tests/test_gradcheck_ops.cpp and
+// `gdn gradcheck --op`.
 #pragma once
 #include <string>
 #include <vector>
