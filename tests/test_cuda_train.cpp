@@ -3,10 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "src/train/trainer.h"
+#include "tests/test_helpers.h"
 #include "tests/test_util.h"
+#include "tests/tiny_runs.h"
 
 GDN_TEST_REQUIRES_CUDA();
 
@@ -15,27 +16,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The training losses of a 6-step run on `device` (hidden 64, 2 layers) over a small corpus,
+// written to ROOT/RUN; the runs after the "cpu" one read its shards.
 std::vector<double> train_losses(const std::string& device, const std::string& run,
                                  const std::string& root) {
   const fs::path corpus = fs::path(root) / "corpus";
   if (!fs::exists(corpus)) {
-    fs::create_directories(corpus);
-    for (int f = 0; f < 4; ++f) {
-      std::ofstream out(corpus / ("doc" + std::to_string(f) + ".txt"));
-      for (int i = 0; i < 300; ++i) out << "lorem ipsum dolor " << (i * 5 + f) % 11 << " sit\n";
-    }
+    test::write_corpus(corpus, 4, 300, [](int f, int i) {
+      return "lorem ipsum dolor " + std::to_string((i * 5 + f) % 11) + " sit";
+    });
   }
   train::RunConfig c =
-      train::parse_run_config(R"(
-model:
-  hidden_size: 64
-  num_hidden_layers: 2
-  num_heads: 2
-  head_dim: 32
-  expand_v: 1.0
-  vocab_size: 256
-  kernel: chunked
-data:
+      train::parse_run_config(test::model_yaml({64, 2, 2, 32, 256}) + R"(data:
   seq_len: 64
 train:
   steps: 6
@@ -54,19 +46,11 @@ train:
   o.quiet = true;
   train::Trainer t(c, o);
   t.run();
-  std::vector<double> losses;
-  std::ifstream f(fs::path(root) / run / "metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) losses.push_back(j["loss"]);
-  }
-  return losses;
+  return test::loss_curve((fs::path(root) / run).string());  // no validation: losses only
 }
 
 TEST(CudaTrain, MatchesCpuLossCurve) {
-  const std::string root = (fs::temp_directory_path() / "gdn_test_cuda_train").string();
-  fs::remove_all(root);
+  const std::string root = test::fresh_dir("gdn_test_cuda_train");
   auto cpu = train_losses("cpu", "cpu", root);
   auto gpu = train_losses("cuda", "cuda", root);
   auto gpu2 = train_losses("cuda", "cuda2", root);

@@ -2,12 +2,9 @@
 // the loaders (determinism, ranks, resume, prefetch, sequential eval) and prepare_data end to
 // end on a temporary directory.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/data/corpus.h"
@@ -15,59 +12,23 @@
 #include "src/data/prepare.h"
 #include "src/data/shard.h"
 #include "src/data/tokenizer.h"
+#include "tests/test_helpers.h"
 
 namespace gdn::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("gdn_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-// The message of the gdn::Error thrown by fn ("" when nothing is thrown).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::ints;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
 
 std::vector<int32_t> iota_tokens(int64_t n, int64_t vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t(i % vocab);
   return t;
-}
-
-std::vector<int64_t> ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (double v : t.to_vector()) out.push_back(int64_t(v));
-  return out;
 }
 
 const std::string kMixed =
@@ -193,7 +154,7 @@ TEST(Shard, WriteReadRoundTrip) {
     EXPECT_THROW(shard->read(4995, 10), Error);
     EXPECT_THROW(shard->at(5000), Error);
     // Little-endian on disk.
-    const std::string raw = read_bytes(path);
+    const std::string raw = read_file(path);
     EXPECT_EQ(std::memcmp(raw.data(), "GDNTOK\0\0", 8), 0);
     EXPECT_EQ(uint8_t(raw[64 + 17 * shard->token_bytes()]), uint8_t((vocab - 1) & 0xFF));
   }
@@ -226,10 +187,10 @@ TEST(Shard, CorruptFilesGiveClearErrors) {
   TempDir dir;
   const std::string good_path = dir.file("good.bin");
   write_shard(good_path, iota_tokens(100, 50), 50);
-  const std::string good = read_bytes(good_path);
+  const std::string good = read_file(good_path);
   const std::string bad = dir.file("bad.bin");
   auto open_error = [&](const std::string& bytes) {
-    write_bytes(bad, bytes);
+    write_file(bad, bytes);
     return error_of([&] { Shard::open(bad); });
   };
   auto expect_all = [&](const std::string& msg, std::vector<std::string> parts) {
@@ -250,7 +211,7 @@ TEST(Shard, CorruptFilesGiveClearErrors) {
              {"vocab size", "byte offset 24", "got 0"});
   // A token >= vocab size: found by check_tokens (on open when asked), naming index and offset.
   const std::string oob = corrupt(good, 64 + 2 * 7, std::string("\x33\0", 2));  // token 51
-  write_bytes(bad, oob);
+  write_file(bad, oob);
   EXPECT_NO_THROW(Shard::open(bad));
   expect_all(error_of([&] { Shard::open(bad, true); }),
              {"token 51", "index 7", "byte offset 78", "vocab size 50"});
@@ -356,9 +317,9 @@ TEST(DataLoader, WorkerErrorsReachTheCaller) {
   TempDir dir;
   auto good = make_shard(dir, 200, 10);
   const std::string path = dir.file("oob.bin");
-  std::string bytes = read_bytes(good->path());
+  std::string bytes = read_file(good->path());
   for (size_t i = 64; i < bytes.size(); i += 2) bytes[i] = char(200);  // every token 200 >= 10
-  write_bytes(path, bytes);
+  write_file(path, bytes);
   LoaderOptions o{2, 8, 0};
   DataLoader loader(Shard::open(path), o);
   EXPECT_NE(error_of([&] { loader.next(); }).find(">= the vocab size 10"), std::string::npos);
@@ -421,13 +382,21 @@ struct TextFiles {
       std::string t;
       for (int k = 0; k < 40 + 30 * i; ++k)
         t += "line " + std::to_string(k) + " of file " + std::to_string(i) + " caf\xc3\xa9\n";
-      write_bytes(dir.file(names[i]), t);
+      write_file(dir.file(names[i]), t);
     }
     for (const char* n : {"in/a.txt", "in/b.txt", "in/e.txt", "in/sub/c.txt", "in/sub/d.txt"})
-      texts.push_back(read_bytes(dir.file(n)));
-    write_bytes(dir.file("in/blob.bin"), std::string("\x01\x02\0\x03", 4));
-    write_bytes(dir.file("in/latin1.txt"), "caf\xe9\n");
-    write_bytes(dir.file("in/empty.txt"), "");
+      texts.push_back(read_file(dir.file(n)));
+    write_file(dir.file("in/blob.bin"), std::string("\x01\x02\0\x03", 4));
+    write_file(dir.file("in/latin1.txt"), "caf\xe9\n");
+    write_file(dir.file("in/empty.txt"), "");
+  }
+  // prepare_data's options for these inputs (names under the directory): out/, no progress.
+  PrepareOptions options(std::initializer_list<const char*> inputs) const {
+    PrepareOptions o;
+    for (const char* in : inputs) o.inputs.push_back(dir.file(in));
+    o.out_dir = dir.file("out");
+    o.progress = false;
+    return o;
   }
 };
 
@@ -443,13 +412,10 @@ TEST(PrepareData, ExpandInputs) {
 TEST(PrepareData, TheSplitDoesNotDependOnWhereTheCorpusLives) {
   TextFiles a, b;  // the same files in two temporary directories
   auto val_of = [](TextFiles& c) {
-    PrepareOptions o;
-    o.inputs = {c.dir.file("in")};
-    o.out_dir = c.dir.file("out");
+    PrepareOptions o = c.options({"in"});
     o.val_fraction = 0.3;
-    o.progress = false;
     prepare_data(o);
-    return read_bytes(c.dir.file("out/val.bin"));
+    return read_file(c.dir.file("out/val.bin"));
   };
   EXPECT_NE(a.dir.file("in"), b.dir.file("in"));
   EXPECT_EQ(val_of(a), val_of(b));
@@ -462,11 +428,8 @@ TEST(PrepareData, TheSplitDoesNotDependOnWhereTheCorpusLives) {
 
 TEST(PrepareData, ByteEndToEnd) {
   TextFiles c;
-  PrepareOptions o;
-  o.inputs = {c.dir.file("in")};
-  o.out_dir = c.dir.file("out");
+  PrepareOptions o = c.options({"in"});
   o.val_fraction = 0.3;
-  o.progress = false;
   o.threads = 2;
   PrepareSummary s = prepare_data(o);
   EXPECT_EQ(s.files_found, 8);
@@ -500,7 +463,7 @@ TEST(PrepareData, ByteEndToEnd) {
   }
   EXPECT_EQ(rebuilt_train, train_text);
   EXPECT_EQ(rebuilt_val, val_text);
-  auto meta = nlohmann::json::parse(read_bytes(c.dir.file("out/meta.json")));
+  auto meta = nlohmann::json::parse(read_file(c.dir.file("out/meta.json")));
   EXPECT_EQ(meta["tokenizer"], "byte");
   EXPECT_EQ(meta["vocab_size"], 256);
   EXPECT_EQ(meta["train"]["tokens"], s.train_tokens);
@@ -512,7 +475,7 @@ TEST(PrepareData, ByteEndToEnd) {
   o.out_dir = c.dir.file("out2");
   o.threads = 1;
   prepare_data(o);
-  EXPECT_EQ(read_bytes(c.dir.file("out/train.bin")), read_bytes(c.dir.file("out2/train.bin")));
+  EXPECT_EQ(read_file(c.dir.file("out/train.bin")), read_file(c.dir.file("out2/train.bin")));
   // The loader reads the result.
   DataLoader loader(train, {2, 16, 0});
   EXPECT_EQ(loader.next().inputs.shape(), (Shape{2, 16}));
@@ -520,15 +483,12 @@ TEST(PrepareData, ByteEndToEnd) {
 
 TEST(PrepareData, SentencePieceEndToEndWithMaxBytes) {
   TextFiles c;
-  PrepareOptions o;
-  o.inputs = {c.dir.file("in/*.txt"), c.dir.file("in/sub/*.txt")};
-  o.out_dir = c.dir.file("out");
+  PrepareOptions o = c.options({"in/*.txt", "in/sub/*.txt"});
   o.tokenizer = "sentencepiece";
   o.vocab_size = 300;
-  o.progress = false;
   o.threads = 1;
   o.max_bytes = 6000;
-  PrepareSummary s = prepare_data(o);
+  const PrepareSummary s = prepare_data(o);
   EXPECT_LE(s.bytes, 6000);
   EXPECT_GT(s.bytes, 5000);
   EXPECT_EQ(s.files_truncated, 1);
@@ -549,12 +509,9 @@ TEST(PrepareData, SentencePieceEndToEndWithMaxBytes) {
 
 TEST(PrepareData, SingleFileSplitsAtATail) {
   TextFiles c;
-  PrepareOptions o;
-  o.inputs = {c.dir.file("in/e.txt")};
-  o.out_dir = c.dir.file("out");
+  PrepareOptions o = c.options({"in/e.txt"});
   o.val_fraction = 0.1;
-  o.progress = false;
-  PrepareSummary s = prepare_data(o);
+  const PrepareSummary s = prepare_data(o);
   const int64_t n = int64_t(c.texts[2].size());
   EXPECT_EQ(s.val_tokens, (n + 9) / 10);
   EXPECT_EQ(s.train_tokens + s.val_tokens, n);

@@ -21,7 +21,9 @@
 #include "src/dist/zero.h"
 #include "src/ops/ops.h"
 #include "src/train/memory_profile.h"
+#include "tests/test_helpers.h"
 #include "tests/test_util.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
@@ -148,9 +150,7 @@ TEST(GradReadyHooks, CheckpointedRegionsFireFromTheRecompute) {
 }
 
 TEST(GlobalRows, RanksReadSlicesOfTheOneProcessBatch) {
-  const fs::path dir = fs::temp_directory_path() / "gdn_test_data_parallel_rows";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = test::fresh_dir("gdn_test_data_parallel_rows");
   std::vector<int32_t> tokens(5000);
   std::iota(tokens.begin(), tokens.end(), 0);
   for (auto& t : tokens) t %= 200;
@@ -176,13 +176,8 @@ TEST(GlobalRows, RanksReadSlicesOfTheOneProcessBatch) {
     }
   }
   // MQAR likewise: rank 1 of 2 (batch 2) holds rows 2 and 3 of the batch of 4.
-  data::MqarOptions m;
-  m.vocab_size = 64;
-  m.seq_len = 32;
-  m.num_pairs = 4;
-  m.num_queries = 4;
-  m.batch_size = 4;
-  m.seed = 9;
+  data::MqarOptions m{/*vocab_size=*/64, /*seq_len=*/32,   /*num_pairs=*/4,
+                      /*num_queries=*/4, /*batch_size=*/4, /*seed=*/9};
   const auto big = mqar_batch(m, 3, 0, 1).inputs.to_vector();
   m.batch_size = 2;
   const auto part = mqar_batch(m, 3, 1, 2).inputs.to_vector();
@@ -276,16 +271,7 @@ TEST(Consistency, HashesAndMessages) {
 }
 
 TEST(MemoryProfile, OneRankOfAWorldWithZero1) {
-  const std::string yaml = R"(
-model:
-  hidden_size: 64
-  num_hidden_layers: 2
-  num_heads: 2
-  head_dim: 32
-  expand_v: 1.0
-  vocab_size: 512
-  kernel: chunked
-)";
+  const std::string yaml = test::model_yaml({64, 2, 2, 32, 512});
   auto profile = [&](int world, const std::string& zero1, const std::string& dev = "meta") {
     return train::profile_training_step(
         train::parse_run_config(yaml, "m.yaml", {"dist.zero1=" + zero1}), dev, 2, 64, world);

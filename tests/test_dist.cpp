@@ -8,16 +8,16 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <nlohmann/json.hpp>
 
 #include "src/dist/communicator.h"
 #include "src/dist/consistency.h"
 #include "src/dist/grad_reducer.h"
 #include "src/ops/ops.h"
 #include "src/train/trainer.h"
+#include "tests/test_helpers.h"
 #include "tests/test_util.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
@@ -41,16 +41,12 @@ const fs::path& job_root() {
   return root;
 }
 
-// A clean directory with a small text corpus in it (collective).
+// A clean directory with the tiny run's corpus in it (collective).
 std::string fresh_dir(const std::string& name) {
   const fs::path p = job_root() / name;
   if (rank() == 0) {
     fs::remove_all(p);
-    fs::create_directories(p / "corpus");
-    for (int f = 0; f < 6; ++f) {
-      std::ofstream out(p / "corpus" / ("doc" + std::to_string(f) + ".txt"));
-      for (int i = 0; i < 200; ++i) out << "the quick brown fox " << (i * 7 + f) % 13 << " jumps\n";
-    }
+    test::write_tiny_corpus(p / "corpus");
   }
   world().barrier();
   return p.string();
@@ -71,45 +67,17 @@ void on_rank0(const std::function<void()>& fn) {
   EXPECT_EQ(error, "");
 }
 
-// The tiny config of test_train (text corpus, 2 layers of hidden 32) with a per-rank batch.
+// The tiny run of test_train (6 steps, validation every 3) with a per-rank batch.
 // Not collective (rank 0 alone calls it for the one-process references).
 train::RunConfig tiny_run(const std::string& root, const std::string& run, int64_t batch,
                           std::vector<std::string> extra = {}) {
-  const fs::path corpus = fs::path(root) / "corpus";
-  const std::string yaml = R"(
-model:
-  hidden_size: 32
-  num_hidden_layers: 2
-  num_heads: 2
-  head_dim: 16
-  expand_v: 1.0
-  vocab_size: 256
-  kernel: chunked
-  chunk_size: 16
-data:
-  seq_len: 24
-  val_fraction: 0.2
-train:
-  steps: 6
-  grad_accum: 2
-  lr: 3.0e-3
-  warmup_steps: 2
-  eval_every: 3
-  eval_batches: 2
-  save_every: 100
-  log_every: 1
-  device: cpu
-dist:
-  timeout_s: 60
-)";
-  std::vector<std::string> sets = {"data.inputs=[" + corpus.string() + "]",
-                                   "train.out_dir=" + (fs::path(root) / run).string(),
-                                   "train.seed=3", "train.batch_size=" + std::to_string(batch)};
+  std::vector<std::string> sets = {"train.steps=6", "train.eval_every=3", "dist.timeout_s=60",
+                                   "train.batch_size=" + std::to_string(batch)};
   // Every run after the first reads the shards the first prepared.
   if (fs::exists(fs::path(root) / "data" / "meta.json"))
     sets.push_back("data.dir=" + (fs::path(root) / "data").string());
   sets.insert(sets.end(), extra.begin(), extra.end());
-  return train::parse_run_config(yaml, "tiny.yaml", sets);
+  return test::tiny_text_run(root, run, sets);
 }
 
 // Shards for every run of a test: prepared once by a 1-process trainer on rank 0.
@@ -122,19 +90,6 @@ void prepare_data(const std::string& root) {
     o.comm = dist::single_communicator();
     train::Trainer t(c, o);
   });
-}
-
-// Training losses then validation losses (+1000) in log order, as test_train reads them.
-std::vector<double> curve_of(const std::string& run_dir) {
-  std::vector<double> out;
-  std::ifstream f(fs::path(run_dir) / "metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss") && !j["loss"].is_null()) out.push_back(j["loss"]);
-    if (j.contains("val_loss")) out.push_back(1000 + double(j["val_loss"]));
-  }
-  return out;
 }
 
 void expect_close(const std::vector<double>& a, const std::vector<double>& b, double tol) {
@@ -155,11 +110,6 @@ train::TrainerOptions one_process(int64_t stop_after = -1, const std::string& re
   train::TrainerOptions o = quiet(stop_after, resume);
   o.comm = dist::single_communicator();
   return o;
-}
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 TEST(DistMpi, CollectivesOnTwoRanks) {
@@ -281,11 +231,11 @@ TEST(DistTrain, TwoRanksMatchOneProcessWithDoubleBatch) {
     train::Trainer t(tiny_run(root, "one", 4), one_process());
     t.run();
   });
-  const auto two = curve_of(root + "/two"), one = curve_of(root + "/one");
+  const auto two = test::loss_curve(root + "/two"), one = test::loss_curve(root + "/one");
   EXPECT_EQ(two.size(), 6u + 2u);
   expect_close(two, one, 2e-5);  // fp32: only the order of the batch sums differs
   // Rank 0 logged the data-parallel timings; the final weights agree too.
-  EXPECT_NE(file_bytes(fs::path(root) / "two" / "metrics.jsonl").find("\"world_size\":2"),
+  EXPECT_NE(test::read_file(fs::path(root) / "two" / "metrics.jsonl").find("\"world_size\":2"),
             std::string::npos);
   train::TrainerOptions ro = one_process(-1, root + "/two");
   ro.read_only = true;
@@ -314,7 +264,7 @@ TEST(DistTrain, MqarTwoRanksMatchOneProcess) {
     train::Trainer t(mqar("one", 4), one_process());
     t.run();
   });
-  expect_close(curve_of(root + "/two"), curve_of(root + "/one"), 2e-5);
+  expect_close(test::loss_curve(root + "/two"), test::loss_curve(root + "/one"), 2e-5);
 }
 
 TEST(DistTrain, Zero1GivesThePlainCurveBitForBit) {
@@ -330,12 +280,13 @@ TEST(DistTrain, Zero1GivesThePlainCurveBitForBit) {
     EXPECT_LT(t.optimizer().num_params(), t.model().num_parameters());  // a shard
     t.run();
   }
-  EXPECT_EQ(curve_of(root + "/zero"), curve_of(root + "/plain"));
+  EXPECT_EQ(test::loss_curve(root + "/zero"), test::loss_curve(root + "/plain"));
   const fs::path pa = fs::path(root) / "plain" / "checkpoints" / "step-000006";
   const fs::path pz = fs::path(root) / "zero" / "checkpoints" / "step-000006";
-  EXPECT_EQ(file_bytes(pz / "model.safetensors"), file_bytes(pa / "model.safetensors"));
+  EXPECT_EQ(test::read_file(pz / "model.safetensors"), test::read_file(pa / "model.safetensors"));
   // The gathered optimizer state is the unsharded one, byte for byte.
-  EXPECT_EQ(file_bytes(pz / "optimizer.safetensors"), file_bytes(pa / "optimizer.safetensors"));
+  EXPECT_EQ(test::read_file(pz / "optimizer.safetensors"),
+            test::read_file(pa / "optimizer.safetensors"));
 }
 
 TEST(DistTrain, ResumeWithAnotherWorldSize) {
@@ -345,7 +296,7 @@ TEST(DistTrain, ResumeWithAnotherWorldSize) {
     train::Trainer t(tiny_run(root, "full", 2), quiet());
     t.run();
   }
-  const auto full = curve_of(root + "/full");
+  const auto full = test::loss_curve(root + "/full");
   // One process (batch 4) for 3 steps, then 2 ranks (batch 2, ZeRO-1: each loads its shard).
   on_rank0([&] {
     train::Trainer t(tiny_run(root, "grow", 4), one_process(3));
@@ -356,7 +307,7 @@ TEST(DistTrain, ResumeWithAnotherWorldSize) {
     EXPECT_EQ(t.state().step, 3);
     EXPECT_EQ(t.run().step, 6);
   }
-  expect_close(curve_of(root + "/grow"), full, 2e-5);
+  expect_close(test::loss_curve(root + "/grow"), full, 2e-5);
   // 2 ranks with ZeRO-1 for 3 steps (the state is gathered into one file), then one process.
   {
     train::Trainer t(tiny_run(root, "shrink", 2, {"dist.zero1=true"}), quiet(3));
@@ -367,7 +318,7 @@ TEST(DistTrain, ResumeWithAnotherWorldSize) {
     EXPECT_EQ(t.state().step, 3);
     EXPECT_EQ(t.run().step, 6);
   });
-  expect_close(curve_of(root + "/shrink"), full, 2e-5);
+  expect_close(test::loss_curve(root + "/shrink"), full, 2e-5);
 }
 
 TEST(DistTrain, DisagreeingRanksFailOnEveryRank) {

@@ -208,16 +208,7 @@ TEST_P(GdrParity, MatchesFp64Reference) {
   for (const Shape& s : shapes) {
     SCOPED_TRACE(s.name);
     if (std::getenv("GDN_TEST_VERBOSE")) std::printf("  %s\n", s.name);
-    Problem p;
-    p.B = s.B;
-    p.T = s.T;
-    p.H = s.H;
-    p.HV = s.HV;
-    p.K = s.K;
-    p.V = s.V;
-    p.chunk = var.chunk;
-    p.scale = 1 / std::sqrt(double(s.K));
-    p.impl = var.impl;
+    Problem p = problem_of(s.B, s.T, s.H, s.HV, s.K, s.V, var.chunk, var.impl);
     p.residual = var.residual;
     p.has_h0 = s.h0;
     p.want_ht = s.dht;
@@ -388,7 +379,11 @@ TEST(GdrNames, RoundTrip) {
   EXPECT_THROW(parse_residual("fat"), std::invalid_argument);
 }
 
-void expect_invalid(const Problem& p, const std::string& needle) {
+// validate(good changed by `change`) throws a message containing `needle`.
+void expect_invalid(const Problem& good, const std::string& needle,
+                    const std::function<void(Problem&)>& change) {
+  Problem p = good;
+  change(p);
   try {
     validate(p);
     ADD_FAILURE() << "accepted a bad problem, expected a message with '" << needle << "'";
@@ -400,27 +395,17 @@ void expect_invalid(const Problem& p, const std::string& needle) {
 TEST(GdrValidate, RejectsBadProblems) {
   const Problem good = small(10, 2, 4, 64, 64, 64, Impl::fused);
   EXPECT_NO_THROW(validate(good));
-  Problem p = good;
-  p.HV = 6;
-  p.H = 4;
-  expect_invalid(p, "HV (6)");
-  p = good;
-  p.chunk = 48;
-  expect_invalid(p, "48");
-  p = good;
-  p.K = 300;
-  expect_invalid(p, "K = 300");
-  p = good;
-  p.V = 512;
-  expect_invalid(p, "V = 512");
-  p = good;
-  p.scale = 0;
-  expect_invalid(p, "scale");
-  p = good;
-  p.T = 0;
-  expect_invalid(p, "T must be >= 1");
+  expect_invalid(good, "HV (6)", [](Problem& p) {
+    p.HV = 6;
+    p.H = 4;
+  });
+  expect_invalid(good, "48", [](Problem& p) { p.chunk = 48; });
+  expect_invalid(good, "K = 300", [](Problem& p) { p.K = 300; });
+  expect_invalid(good, "V = 512", [](Problem& p) { p.V = 512; });
+  expect_invalid(good, "scale", [](Problem& p) { p.scale = 0; });
+  expect_invalid(good, "T must be >= 1", [](Problem& p) { p.T = 0; });
   // The dispatchers validate too, and name missing pointers.
-  p = good;
+  Problem p = good;
   p.chunk = 48;
   EXPECT_THROW(forward_cpu(p, Inputs<float>{}, ForwardOutputs<float>{}), std::invalid_argument);
   try {

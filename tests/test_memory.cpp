@@ -4,24 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "src/train/memory_profile.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
 
+// Hidden 64, 2 layers of 2 heads of 32, vocab 512; batch 2; `extra`: more train keys.
 train::RunConfig small(const std::string& extra = "") {
-  return train::parse_run_config(R"(
-model:
-  hidden_size: 64
-  num_hidden_layers: 2
-  num_heads: 2
-  head_dim: 32
-  expand_v: 1.0
-  vocab_size: 512
-  kernel: chunked
-train:
-  batch_size: 2
-)" + extra,
-                                 "small.yaml");
+  return train::parse_run_config(
+      test::model_yaml({64, 2, 2, 32, 512}) + "train:\n  batch_size: 2\n" + extra, "small.yaml");
 }
 
 void expect_close(int64_t meta, int64_t cpu, const std::string& what) {

@@ -12,21 +12,16 @@
 #include "src/train/model_io.h"
 #include "src/train/run_config.h"
 #include "tests/test_util.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
 
 namespace fs = std::filesystem;
 
+// Hidden 16, 2 layers of 2 heads of 8, vocab 32.
 nn::ModelConfig small_config() {
-  nn::ModelConfig c;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 2;
-  c.num_heads = 2;
-  c.head_dim = 8;
-  c.expand_v = 1.0;
-  c.vocab_size = 32;
-  return c;
+  return test::model_config({16, 2, 2, 8, 32});
 }
 
 std::string tmp_dir(const std::string& name) {
@@ -37,9 +32,7 @@ std::string tmp_dir(const std::string& name) {
 
 TEST(Model, ParameterNamesAreFlas) {
   Generator g(0);
-  nn::InitContext ctx;
-  ctx.gen = &g;
-  nn::CausalLM m(small_config(), ctx);
+  nn::CausalLM m(small_config(), test::init_context(g));
   std::vector<std::string> names;
   for (auto& [n, p] : m.named_parameters()) names.push_back(n);
   const std::vector<std::string> layer0 = {
@@ -81,8 +74,7 @@ TEST(Model, ParameterCountMatchesFormula) {
   nn::ModelConfig c = small_config();
   EXPECT_EQ(c.num_parameters(), expected);
   Generator g(0);
-  nn::InitContext ctx;
-  ctx.gen = &g;
+  nn::InitContext ctx = test::init_context(g);
   EXPECT_EQ(nn::CausalLM(c, ctx).num_parameters(), expected);
   // fla's default GatedDeltaNetConfig (the ~1.3B model) and a ~340M one (hidden 1024, 21
   // layers, tied embeddings), built on meta.
@@ -112,9 +104,7 @@ TEST(Model, KernelChoicesAgree) {
     c.kernel = kernel;
     c.chunk_size = 16;
     Generator g(3);
-    nn::InitContext ctx;
-    ctx.dtype = DType::float64;
-    ctx.gen = &g;
+    nn::InitContext ctx = test::init_context(g, DType::float64);
     nn::CausalLM m(c, ctx);
     m.compute_dtype = DType::float64;
     Generator d(9);
@@ -140,9 +130,7 @@ TEST(Model, KernelChoicesAgree) {
 TEST(Model, GenerationStateMatchesFullForward) {
   nn::ModelConfig c = small_config();
   Generator g(4);
-  nn::InitContext ctx;
-  ctx.dtype = DType::float64;
-  ctx.gen = &g;
+  nn::InitContext ctx = test::init_context(g, DType::float64);
   nn::CausalLM m(c, ctx);
   m.compute_dtype = DType::float64;
   Tensor ids = ops::randint({1, 9}, 0, 32, DType::int64, Device::cpu(), &g);
@@ -163,17 +151,14 @@ TEST(Model, GenerationStateMatchesFullForward) {
 
 TEST(Checkpoint, RoundTripIsBitExact) {
   Generator g(5);
-  nn::InitContext ctx;
-  ctx.gen = &g;
-  nn::CausalLM a(small_config(), ctx);
+  nn::CausalLM a(small_config(), test::init_context(g));
   const std::string dir = tmp_dir("roundtrip");
   train::save_pretrained(dir, a);
   EXPECT_TRUE(fs::exists(fs::path(dir) / "config.json"));
   nn::ModelConfig c2 = train::load_config_json(dir);
   EXPECT_EQ(c2.num_parameters(), small_config().num_parameters());
   Generator g2(99);
-  ctx.gen = &g2;
-  nn::CausalLM b(c2, ctx);
+  nn::CausalLM b(c2, test::init_context(g2));
   train::load_weights(dir, b);
   auto pa = a.named_parameters(), pb = b.named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
@@ -191,8 +176,7 @@ TEST(Checkpoint, RoundTripIsBitExact) {
 
 TEST(Checkpoint, BadFilesGiveClearErrors) {
   Generator g(6);
-  nn::InitContext ctx;
-  ctx.gen = &g;
+  nn::InitContext ctx = test::init_context(g);
   nn::CausalLM m(small_config(), ctx);
   const std::string dir = tmp_dir("bad");
   train::save_pretrained(dir, m);

@@ -8,35 +8,19 @@
 
 #include "src/data/mqar.h"
 #include "src/ops/ops.h"
+#include "tests/test_helpers.h"
 
 namespace gdn::data {
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::ints;
 
-std::vector<int64_t> ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (double v : t.to_vector()) out.push_back(int64_t(v));
-  return out;
-}
-
+// Vocab 64 (n_keys = 31: keys [1, 32), values [32, 64)), rows of 40 tokens with 8 pairs and 6
+// queries, 5 rows a batch, seed 1234.
 MqarOptions small_options() {
-  MqarOptions o;
-  o.vocab_size = 64;  // n_keys = 31: keys [1, 32), values [32, 64)
-  o.seq_len = 40;
-  o.num_pairs = 8;
-  o.num_queries = 6;
-  o.batch_size = 5;
-  o.seed = 1234;
-  return o;
+  return MqarOptions{/*vocab_size=*/64, /*seq_len=*/40,   /*num_pairs=*/8,
+                     /*num_queries=*/6, /*batch_size=*/5, /*seed=*/1234};
 }
 
 TEST(Mqar, LayoutKeysValuesQueriesAndPadding) {

@@ -3,53 +3,21 @@
 // axis ticks and labels, and the SVG itself: well-formed, one polyline per series, every point
 // inside the plot area of axes whose ranges cover the data.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "src/core/error.h"
 #include "src/train/plot.h"
+#include "tests/test_helpers.h"
 
 namespace gdn::train {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("gdn_test_plot_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc);
-  f << text;
-}
+using test::error_of;
+using test::TempDir;
+using test::write_file;
 
 // A synthetic run: loss 10 * exp(-step / 300) + 2 with a wiggle, lr warmup then cosine, a
 // validation record every 100 steps (steps 0..1000).
@@ -194,12 +162,12 @@ TEST(Plot, MissingAndEmptyFilesAreErrors) {
   const std::string missing = error_of([&] { read_metrics(dir.file("metrics.jsonl")); });
   EXPECT_NE(missing.find("no metrics file"), std::string::npos) << missing;
   EXPECT_NE(missing.find("metrics.jsonl"), std::string::npos);
-  write_text(dir.file("metrics.jsonl"), "");
+  write_file(dir.file("metrics.jsonl"), "");
   const std::string empty = error_of([&] { read_metrics(dir.file("metrics.jsonl")); });
   EXPECT_NE(empty.find("has no training (loss) or validation (val_loss) records"),
             std::string::npos)
       << empty;
-  write_text(dir.file("metrics.jsonl"), "garbage\n{\"event\": \"start\"}\n");
+  write_file(dir.file("metrics.jsonl"), "garbage\n{\"event\": \"start\"}\n");
   const std::string useless = error_of([&] { read_metrics(dir.file("metrics.jsonl")); });
   EXPECT_NE(useless.find("(2 lines, 1 malformed)"), std::string::npos) << useless;
 }

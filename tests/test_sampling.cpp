@@ -8,19 +8,12 @@
 
 #include "src/ops/ops.h"
 #include "src/train/sampling.h"
+#include "tests/test_helpers.h"
 
 namespace gdn::train {
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const std::vector<double> kLogits = {0.5, 2.0, -1.0, 1.5, 0.0, 2.0 - 1e-9};
 

@@ -3,92 +3,31 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "layers/model.h"
 #include "optim/adamw.h"
 #include "src/ops/ops.h"
 #include "src/train/trainer.h"
-#include "tests/test_util.h"
+#include "tests/test_helpers.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A clean directory holding the tiny run's corpus.
 std::string fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("gdn_test_train_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// A small text corpus and a tiny model config.
-train::RunConfig tiny_run(const std::string& root, const std::string& run) {
-  const fs::path corpus = fs::path(root) / "corpus";
-  if (!fs::exists(corpus)) {
-    fs::create_directories(corpus);
-    for (int f = 0; f < 6; ++f) {
-      std::ofstream out(corpus / ("doc" + std::to_string(f) + ".txt"));
-      for (int i = 0; i < 200; ++i) out << "the quick brown fox " << (i * 7 + f) % 13 << " jumps\n";
-    }
-  }
-  const std::string yaml = R"(
-model:
-  hidden_size: 32
-  num_hidden_layers: 2
-  num_heads: 2
-  head_dim: 16
-  expand_v: 1.0
-  vocab_size: 256
-  kernel: chunked
-  chunk_size: 16
-data:
-  seq_len: 24
-  val_fraction: 0.2
-train:
-  steps: 8
-  batch_size: 2
-  grad_accum: 2
-  lr: 3.0e-3
-  warmup_steps: 2
-  eval_every: 4
-  eval_batches: 2
-  save_every: 100
-  log_every: 1
-  device: cpu
-)";
-  return train::parse_run_config(
-      yaml, "tiny.yaml",
-      {"data.inputs=[" + corpus.string() + "]", "train.out_dir=" + (fs::path(root) / run).string(),
-       "train.seed=3"});
-}
-
-std::vector<double> losses_of(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream f(metrics);
-  std::string line;
-  while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss") && !j["loss"].is_null()) out.push_back(j["loss"]);
-    if (j.contains("val_loss")) out.push_back(1000 + double(j["val_loss"]));
-  }
-  return out;
+  const std::string root = test::fresh_dir("gdn_test_train_" + name);
+  test::write_tiny_corpus(fs::path(root) / "corpus");
+  return root;
 }
 
 TEST(Train, TinyModelOverfitsAFixedBatch) {
-  nn::ModelConfig c;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 1;
-  c.num_heads = 2;
-  c.head_dim = 16;
-  c.expand_v = 1.0;
-  c.vocab_size = 16;
-  c.chunk_size = 16;
+  // Hidden 32, 1 layer, 2 heads of 16, vocab 16, chunks of 16.
+  const nn::ModelConfig c = test::model_config({32, 1, 2, 16, 16, 16});
   Generator g(1);
-  nn::InitContext ctx;
-  ctx.gen = &g;
-  nn::CausalLM m(c, ctx);
+  nn::CausalLM m(c, test::init_context(g));
   optim::AdamWOptions o;
   o.lr = 1e-2;
   optim::AdamW opt({{{}, m.parameters(), 0.0, 1.0}}, o);
@@ -110,13 +49,13 @@ TEST(Train, ResumeEqualsUninterrupted) {
   train::TrainerOptions quiet;
   quiet.quiet = true;
   // Uninterrupted.
-  train::RunConfig a = tiny_run(root, "a");
+  train::RunConfig a = test::tiny_text_run(root, "a");
   {
     train::Trainer t(a, quiet);
     EXPECT_EQ(t.run().step, 8);
   }
   // Interrupted after 3 steps (saved), then resumed from the run directory.
-  train::RunConfig b = tiny_run(root, "b");
+  train::RunConfig b = test::tiny_text_run(root, "b");
   b.data.dir = (fs::path(root) / "a" / "data").string();  // same shards
   {
     train::TrainerOptions o = quiet;
@@ -131,12 +70,12 @@ TEST(Train, ResumeEqualsUninterrupted) {
     EXPECT_EQ(t.state().step, 3);
     EXPECT_EQ(t.run().step, 8);
   }
-  auto la = losses_of((fs::path(root) / "a" / "metrics.jsonl").string());
-  auto lb = losses_of((fs::path(root) / "b" / "metrics.jsonl").string());
+  auto la = test::loss_curve((fs::path(root) / "a").string());
+  auto lb = test::loss_curve((fs::path(root) / "b").string());
   EXPECT_EQ(la.size(), 8u + 2u);
   EXPECT_EQ(la, lb);  // bit for bit
   // The final weights too.
-  train::RunConfig ra = tiny_run(root, "a"), rb = tiny_run(root, "b");
+  train::RunConfig ra = test::tiny_text_run(root, "a"), rb = test::tiny_text_run(root, "b");
   rb.data.dir = b.data.dir;
   train::TrainerOptions ro = quiet;
   ro.read_only = true;
@@ -156,7 +95,7 @@ TEST(Train, ResumeEqualsUninterrupted) {
 
 TEST(Train, NonFiniteLossStopsWithoutCheckpoint) {
   const std::string root = fresh_dir("nonfinite");
-  train::RunConfig c = tiny_run(root, "run");
+  train::RunConfig c = test::tiny_text_run(root, "run");
   train::TrainerOptions o;
   o.quiet = true;
   {
@@ -187,7 +126,7 @@ TEST(Train, SameSeedSameCurve) {
   const std::string root = fresh_dir("determinism");
   train::TrainerOptions o;
   o.quiet = true;
-  train::RunConfig a = tiny_run(root, "a"), b = tiny_run(root, "b");
+  train::RunConfig a = test::tiny_text_run(root, "a"), b = test::tiny_text_run(root, "b");
   b.data.dir = (fs::path(root) / "a" / "data").string();
   a.train.steps = b.train.steps = 4;
   {
@@ -198,8 +137,8 @@ TEST(Train, SameSeedSameCurve) {
     train::Trainer t(b, o);
     t.run();
   }
-  EXPECT_EQ(losses_of((fs::path(root) / "a" / "metrics.jsonl").string()),
-            losses_of((fs::path(root) / "b" / "metrics.jsonl").string()));
+  EXPECT_EQ(test::loss_curve((fs::path(root) / "a").string()),
+            test::loss_curve((fs::path(root) / "b").string()));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Metrics parsing and the SVG renderer. The SVG is written by hand: a few rects, lines,
 // polylines and texts, every element self-closing or closed on its line, so the output is
-// well-formed XML by construction and easy to diff.
+// well-formed XML by construction and easy to diff. render_loss_svg takes named steps: the
+// visible series, the axes and plot area, then header, axes, series and legend in SVG order.
 #include "src/train/plot.h"
 
 #include <algorithm>
@@ -128,6 +129,236 @@ std::string points_attr(const std::vector<Pixel>& pts) {
     s += fmt("%.1f", p.x) + "," + fmt("%.1f", p.y);
   }
   return s;
+}
+
+// ---- render_loss_svg's steps ----------------------------------------------------------------
+
+// What a plot draws: the points on its x axis (a log axis has no place for steps <= 0), the
+// training loss raw and smoothed, and the top of the learning rate.
+struct PlotSeries {
+  std::vector<SeriesPoint> train, val, lr;
+  std::vector<double> raw, ema;
+  bool smoothed = false;
+  double lr_max = 0;
+};
+
+PlotSeries plot_series(const MetricsSeries& m, const PlotOptions& o, PlotLayout& L) {
+  // On a log axis, steps <= 0 have no place: drop them and say how many.
+  auto visible = [&](const std::vector<SeriesPoint>& s) {
+    std::vector<SeriesPoint> out;
+    for (const SeriesPoint& p : s) {
+      if (o.log_x && p.step <= 0) {
+        ++L.dropped;
+        continue;
+      }
+      out.push_back(p);
+    }
+    return out;
+  };
+  PlotSeries s;
+  s.train = visible(m.train_loss);
+  s.val = visible(m.val_loss);
+  if (o.show_lr) s.lr = visible(m.lr);
+  GDN_CHECK(!s.train.empty() || !s.val.empty(), "plot: no training or validation points to draw",
+            o.log_x ? " (a log x axis leaves out steps <= 0)" : "");
+  for (const SeriesPoint& p : s.train) s.raw.push_back(p.value);
+  s.smoothed = o.smooth > 1 && !s.train.empty();
+  if (s.smoothed) s.ema = ema_smooth(s.raw, o.smooth);
+  for (const SeriesPoint& p : s.lr) s.lr_max = std::max(s.lr_max, p.value);
+  L.has_lr = !s.lr.empty() && s.lr_max > 0;
+  return s;
+}
+
+// The axes' ranges over everything drawn, and the plot area in pixels.
+void place_axes(const PlotSeries& s, const PlotOptions& o, PlotLayout& L) {
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto* series : {&s.train, &s.val, &s.lr})
+    for (const SeriesPoint& p : *series) {
+      if (series == &s.lr && !L.has_lr) continue;
+      x_lo = std::min(x_lo, p.step);
+      x_hi = std::max(x_hi, p.step);
+    }
+  for (const auto* series : {&s.train, &s.val})
+    for (const SeriesPoint& p : *series) {
+      y_lo = std::min(y_lo, p.value);
+      y_hi = std::max(y_hi, p.value);
+    }
+  L.x = o.log_x ? log_axis(x_lo, x_hi) : linear_axis(x_lo, x_hi);
+  L.y = linear_axis(y_lo, y_hi);
+  if (L.has_lr) L.lr = linear_axis(0, s.lr_max, 6);
+  L.left = 80;
+  L.right = o.width - (L.has_lr ? 85.0 : 30.0);
+  L.top = 50;
+  L.bottom = o.height - 60;
+}
+
+// Pixel positions in the plot area of a layout.
+struct Projection {
+  const PlotLayout& L;
+  double x(double step) const { return to_pixel(L.x, step, L.left, L.right); }
+  double y(double v) const { return to_pixel(L.y, v, L.bottom, L.top); }
+  double lr(double v) const { return to_pixel(L.lr, v, L.bottom, L.top); }
+};
+
+double tick_spacing(const Axis& a) {
+  return a.ticks.size() > 1 ? a.ticks[1] - a.ticks[0] : 1;
+}
+
+void write_header(std::ostream& svg, const PlotOptions& o) {
+  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\""
+      << o.height << "\" viewBox=\"0 0 " << o.width << " " << o.height
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect x=\"0\" y=\"0\" width=\"" << o.width << "\" height=\"" << o.height
+      << "\" fill=\"white\"/>\n"
+      << "<text x=\"" << o.width / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">"
+      << xml_escape(o.title) << "</text>\n";
+}
+
+void write_grid(std::ostream& svg, const PlotLayout& L) {
+  const Projection P{L};
+  svg << "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
+  for (double t : L.x.ticks)
+    svg << "<line x1=\"" << fmt("%.1f", P.x(t)) << "\" y1=\"" << L.top << "\" x2=\""
+        << fmt("%.1f", P.x(t)) << "\" y2=\"" << L.bottom << "\"/>\n";
+  for (double t : L.y.ticks)
+    svg << "<line x1=\"" << L.left << "\" y1=\"" << fmt("%.1f", P.y(t)) << "\" x2=\"" << L.right
+        << "\" y2=\"" << fmt("%.1f", P.y(t)) << "\"/>\n";
+  svg << "</g>\n";
+}
+
+void write_x_axis(std::ostream& svg, const PlotLayout& L, const PlotOptions& o) {
+  const Projection P{L};
+  const double spacing = tick_spacing(L.x);
+  svg << "<g class=\"x-axis\" data-lo=\"" << L.x.lo << "\" data-hi=\"" << L.x.hi << "\">\n";
+  for (double t : L.x.ticks) {
+    // A log axis labels its decades; 2 and 5 x 10^k get a tick and a smaller label.
+    svg << "<line x1=\"" << fmt("%.1f", P.x(t)) << "\" y1=\"" << L.bottom << "\" x2=\""
+        << fmt("%.1f", P.x(t)) << "\" y2=\"" << L.bottom + 5 << "\" stroke=\"black\"/>\n"
+        << "<text x=\"" << fmt("%.1f", P.x(t)) << "\" y=\"" << L.bottom + 19
+        << "\" text-anchor=\"middle\">" << format_tick(t, L.x.log ? t : spacing) << "</text>\n";
+  }
+  svg << "<text x=\"" << (L.left + L.right) / 2 << "\" y=\"" << o.height - 18
+      << "\" text-anchor=\"middle\">step" << (L.x.log ? " (log scale)" : "") << "</text>\n</g>\n";
+}
+
+// A vertical axis on one side of the plot area, drawn from its bottom (lo) to its top (hi): the
+// loss on the left, the learning rate on the right. Ticks and labels point away from the plot;
+// the title reads upwards on the left, downwards on the right.
+struct SideAxis {
+  const char* cls;
+  const Axis& axis;
+  double edge;             // x of the plot area's side
+  int outward;             // -1: left, +1: right
+  const char* color;       // of the ticks
+  const char* group_fill;  // "": none
+  int title_x;
+  const char* title;
+};
+
+void write_side_axis(std::ostream& svg, const PlotLayout& L, const SideAxis& a) {
+  const double spacing = tick_spacing(a.axis);
+  const double tick_end = a.edge + 5 * a.outward, label_x = a.edge + 8 * a.outward;
+  svg << "<g class=\"" << a.cls << "\" data-lo=\"" << a.axis.lo << "\" data-hi=\"" << a.axis.hi
+      << "\"" << (*a.group_fill ? std::string(" fill=\"") + a.group_fill + "\"" : "") << ">\n";
+  for (double t : a.axis.ticks) {
+    const double y = to_pixel(a.axis, t, L.bottom, L.top);
+    svg << "<line x1=\"" << std::min(a.edge, tick_end) << "\" y1=\"" << fmt("%.1f", y) << "\" x2=\""
+        << std::max(a.edge, tick_end) << "\" y2=\"" << fmt("%.1f", y) << "\" stroke=\"" << a.color
+        << "\"/>\n"
+        << "<text x=\"" << label_x << "\" y=\"" << fmt("%.1f", y + 4) << "\" text-anchor=\""
+        << (a.outward < 0 ? "end" : "start") << "\">" << format_tick(t, spacing) << "</text>\n";
+  }
+  svg << "<text transform=\"translate(" << a.title_x << " " << (L.top + L.bottom) / 2 << ") rotate("
+      << 90 * a.outward << ")\" text-anchor=\"middle\">" << a.title << "</text>\n</g>\n";
+}
+
+// Grid, axes with their ticks and labels, and the frame of the plot area.
+void write_axes(std::ostream& svg, const PlotLayout& L, const PlotOptions& o) {
+  write_grid(svg, L);
+  write_x_axis(svg, L, o);
+  write_side_axis(svg, L, {"y-axis", L.y, L.left, -1, "black", "", 22, "loss"});
+  if (L.has_lr)
+    write_side_axis(
+        svg, L,
+        {"lr-axis", L.lr, L.right, +1, "#2ca02c", "#2ca02c", o.width - 14, "learning rate"});
+  svg << "<rect class=\"frame\" x=\"" << L.left << "\" y=\"" << L.top << "\" width=\""
+      << L.right - L.left << "\" height=\"" << L.bottom - L.top
+      << "\" fill=\"none\" stroke=\"black\"/>\n";
+}
+
+// How a series is drawn and named in the legend.
+struct SeriesStyle {
+  std::string label, color, dash;
+  double width, opacity;
+  bool marker;
+};
+
+// The series, one polyline each (validation markers too); returns the legend's entries.
+std::vector<SeriesStyle> write_series(std::ostream& svg, const PlotSeries& s, const PlotOptions& o,
+                                      PlotLayout& L) {
+  const Projection P{L};
+  std::vector<SeriesStyle> legend;
+  auto polyline = [&](const char* cls, const std::vector<Pixel>& pts, const SeriesStyle& style) {
+    svg << "<polyline class=\"" << cls << "\" fill=\"none\" stroke=\"" << style.color
+        << "\" stroke-width=\"" << style.width << "\" stroke-opacity=\"" << style.opacity << "\""
+        << (style.dash.empty() ? "" : " stroke-dasharray=\"" + style.dash + "\"") << " points=\""
+        << points_attr(thin(pts, L.right - L.left)) << "\"/>\n";
+    ++L.series;
+    legend.push_back(style);
+  };
+  if (L.has_lr) {
+    std::vector<Pixel> pts;
+    for (const SeriesPoint& p : s.lr) pts.push_back({P.x(p.step), P.lr(p.value)});
+    polyline("series-lr", pts, {"learning rate", "#2ca02c", "6 4", 1.5, 0.8, false});
+  }
+  if (!s.train.empty()) {
+    std::vector<Pixel> pts;
+    for (size_t i = 0; i < s.train.size(); ++i)
+      pts.push_back({P.x(s.train[i].step), P.y(s.raw[i])});
+    polyline("series-train", pts, {"train loss", "#1f77b4", "", 1, s.smoothed ? 0.35 : 1.0, false});
+  }
+  if (s.smoothed) {
+    std::vector<Pixel> pts;
+    for (size_t i = 0; i < s.train.size(); ++i)
+      pts.push_back({P.x(s.train[i].step), P.y(s.ema[i])});
+    polyline("series-train-ema", pts,
+             {"train loss (EMA " + fmt("%g", o.smooth) + ")", "#1f77b4", "", 2, 1.0, false});
+  }
+  if (!s.val.empty()) {
+    std::vector<Pixel> pts;
+    for (const SeriesPoint& p : s.val) pts.push_back({P.x(p.step), P.y(p.value)});
+    polyline("series-val", pts, {"val loss", "#d62728", "", 1.5, 1.0, true});
+    if (s.val.size() <= 300) {  // beyond that the markers are a smear
+      svg << "<g class=\"markers-val\" fill=\"#d62728\">\n";
+      for (const Pixel& p : pts)
+        svg << "<circle cx=\"" << fmt("%.1f", p.x) << "\" cy=\"" << fmt("%.1f", p.y)
+            << "\" r=\"3\"/>\n";
+      svg << "</g>\n";
+    }
+  }
+  return legend;
+}
+
+// The legend, top right inside the plot area.
+void write_legend(std::ostream& svg, const std::vector<SeriesStyle>& legend, const PlotLayout& L) {
+  const double lw = 190, lh = 10 + 18 * double(legend.size());
+  const double lx = L.right - lw - 10, ly = L.top + 10;
+  svg << "<g class=\"legend\">\n<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"" << lw
+      << "\" height=\"" << lh << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999999\"/>\n";
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const SeriesStyle& e = legend[i];
+    const double y = ly + 14 + 18 * double(i);
+    svg << "<line x1=\"" << lx + 8 << "\" y1=\"" << y << "\" x2=\"" << lx + 36 << "\" y2=\"" << y
+        << "\" stroke=\"" << e.color << "\" stroke-width=\"2\" stroke-opacity=\"" << e.opacity
+        << "\"" << (e.dash.empty() ? "" : " stroke-dasharray=\"" + e.dash + "\"") << "/>\n";
+    if (e.marker)
+      svg << "<circle cx=\"" << lx + 22 << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << e.color
+          << "\"/>\n";
+    svg << "<text x=\"" << lx + 44 << "\" y=\"" << y + 4 << "\">" << xml_escape(e.label)
+        << "</text>\n";
+  }
+  svg << "</g>\n";
 }
 
 }  // namespace
@@ -282,176 +513,14 @@ std::string render_loss_svg(const MetricsSeries& m, const PlotOptions& o, PlotLa
   GDN_CHECK(o.width >= 200 && o.height >= 150, "plot: size ", o.width, " x ", o.height,
             " is too small (>= 200 x 150)");
   PlotLayout L;
-  // On a log axis, steps <= 0 have no place: drop them and say how many.
-  auto visible = [&](const std::vector<SeriesPoint>& s) {
-    std::vector<SeriesPoint> out;
-    for (const SeriesPoint& p : s) {
-      if (o.log_x && p.step <= 0) {
-        ++L.dropped;
-        continue;
-      }
-      out.push_back(p);
-    }
-    return out;
-  };
-  const std::vector<SeriesPoint> train = visible(m.train_loss), val = visible(m.val_loss);
-  const std::vector<SeriesPoint> lr = o.show_lr ? visible(m.lr) : std::vector<SeriesPoint>{};
-  GDN_CHECK(!train.empty() || !val.empty(), "plot: no training or validation points to draw",
-            o.log_x ? " (a log x axis leaves out steps <= 0)" : "");
-
-  std::vector<double> raw;
-  for (const SeriesPoint& p : train) raw.push_back(p.value);
-  const bool smoothed = o.smooth > 1 && !train.empty();
-  const std::vector<double> ema = smoothed ? ema_smooth(raw, o.smooth) : std::vector<double>{};
-  double lr_max = 0;
-  for (const SeriesPoint& p : lr) lr_max = std::max(lr_max, p.value);
-  L.has_lr = !lr.empty() && lr_max > 0;
-
-  // Axis ranges over everything drawn.
-  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-  for (const auto* s : {&train, &val, &lr})
-    for (const SeriesPoint& p : *s) {
-      if (s == &lr && !L.has_lr) continue;
-      x_lo = std::min(x_lo, p.step);
-      x_hi = std::max(x_hi, p.step);
-    }
-  for (const auto* s : {&train, &val})
-    for (const SeriesPoint& p : *s) {
-      y_lo = std::min(y_lo, p.value);
-      y_hi = std::max(y_hi, p.value);
-    }
-  L.x = o.log_x ? log_axis(x_lo, x_hi) : linear_axis(x_lo, x_hi);
-  L.y = linear_axis(y_lo, y_hi);
-  if (L.has_lr) L.lr = linear_axis(0, lr_max, 6);
-
-  L.left = 80;
-  L.right = o.width - (L.has_lr ? 85.0 : 30.0);
-  L.top = 50;
-  L.bottom = o.height - 60;
-  const double plot_w = L.right - L.left;
-  auto px = [&](double step) { return to_pixel(L.x, step, L.left, L.right); };
-  auto py = [&](double v) { return to_pixel(L.y, v, L.bottom, L.top); };
-  auto py_lr = [&](double v) { return to_pixel(L.lr, v, L.bottom, L.top); };
-
+  const PlotSeries s = plot_series(m, o, L);
+  place_axes(s, o, L);
   std::ostringstream svg;
-  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\""
-      << o.height << "\" viewBox=\"0 0 " << o.width << " " << o.height
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      << "<rect x=\"0\" y=\"0\" width=\"" << o.width << "\" height=\"" << o.height
-      << "\" fill=\"white\"/>\n"
-      << "<text x=\"" << o.width / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">"
-      << xml_escape(o.title) << "</text>\n";
-
-  // Grid, ticks and tick labels.
-  const double x_spacing = L.x.ticks.size() > 1 ? L.x.ticks[1] - L.x.ticks[0] : 1;
-  const double y_spacing = L.y.ticks.size() > 1 ? L.y.ticks[1] - L.y.ticks[0] : 1;
-  svg << "<g class=\"grid\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
-  for (double t : L.x.ticks)
-    svg << "<line x1=\"" << fmt("%.1f", px(t)) << "\" y1=\"" << L.top << "\" x2=\""
-        << fmt("%.1f", px(t)) << "\" y2=\"" << L.bottom << "\"/>\n";
-  for (double t : L.y.ticks)
-    svg << "<line x1=\"" << L.left << "\" y1=\"" << fmt("%.1f", py(t)) << "\" x2=\"" << L.right
-        << "\" y2=\"" << fmt("%.1f", py(t)) << "\"/>\n";
-  svg << "</g>\n";
-  svg << "<g class=\"x-axis\" data-lo=\"" << L.x.lo << "\" data-hi=\"" << L.x.hi << "\">\n";
-  for (double t : L.x.ticks) {
-    // A log axis labels its decades; 2 and 5 x 10^k get a tick and a smaller label.
-    svg << "<line x1=\"" << fmt("%.1f", px(t)) << "\" y1=\"" << L.bottom << "\" x2=\""
-        << fmt("%.1f", px(t)) << "\" y2=\"" << L.bottom + 5 << "\" stroke=\"black\"/>\n"
-        << "<text x=\"" << fmt("%.1f", px(t)) << "\" y=\"" << L.bottom + 19
-        << "\" text-anchor=\"middle\">" << format_tick(t, L.x.log ? t : x_spacing) << "</text>\n";
-  }
-  svg << "<text x=\"" << (L.left + L.right) / 2 << "\" y=\"" << o.height - 18
-      << "\" text-anchor=\"middle\">step" << (L.x.log ? " (log scale)" : "") << "</text>\n</g>\n";
-  svg << "<g class=\"y-axis\" data-lo=\"" << L.y.lo << "\" data-hi=\"" << L.y.hi << "\">\n";
-  for (double t : L.y.ticks)
-    svg << "<line x1=\"" << L.left - 5 << "\" y1=\"" << fmt("%.1f", py(t)) << "\" x2=\"" << L.left
-        << "\" y2=\"" << fmt("%.1f", py(t)) << "\" stroke=\"black\"/>\n"
-        << "<text x=\"" << L.left - 8 << "\" y=\"" << fmt("%.1f", py(t) + 4)
-        << "\" text-anchor=\"end\">" << format_tick(t, y_spacing) << "</text>\n";
-  svg << "<text transform=\"translate(22 " << (L.top + L.bottom) / 2
-      << ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n</g>\n";
-  if (L.has_lr) {
-    const double lr_spacing = L.lr.ticks.size() > 1 ? L.lr.ticks[1] - L.lr.ticks[0] : 1;
-    svg << "<g class=\"lr-axis\" data-lo=\"" << L.lr.lo << "\" data-hi=\"" << L.lr.hi
-        << "\" fill=\"#2ca02c\">\n";
-    for (double t : L.lr.ticks)
-      svg << "<line x1=\"" << L.right << "\" y1=\"" << fmt("%.1f", py_lr(t)) << "\" x2=\""
-          << L.right + 5 << "\" y2=\"" << fmt("%.1f", py_lr(t)) << "\" stroke=\"#2ca02c\"/>\n"
-          << "<text x=\"" << L.right + 8 << "\" y=\"" << fmt("%.1f", py_lr(t) + 4)
-          << "\" text-anchor=\"start\">" << format_tick(t, lr_spacing) << "</text>\n";
-    svg << "<text transform=\"translate(" << o.width - 14 << " " << (L.top + L.bottom) / 2
-        << ") rotate(90)\" text-anchor=\"middle\">learning rate</text>\n</g>\n";
-  }
-  svg << "<rect class=\"frame\" x=\"" << L.left << "\" y=\"" << L.top << "\" width=\"" << plot_w
-      << "\" height=\"" << L.bottom - L.top << "\" fill=\"none\" stroke=\"black\"/>\n";
-
-  // The series, one polyline each.
-  struct Legend {
-    std::string label, color, dash;
-    double opacity;
-    bool marker;
-  };
-  std::vector<Legend> legend;
-  auto polyline = [&](const char* cls, const std::vector<Pixel>& pts, const std::string& color,
-                      double width, double opacity, const std::string& dash) {
-    svg << "<polyline class=\"" << cls << "\" fill=\"none\" stroke=\"" << color
-        << "\" stroke-width=\"" << width << "\" stroke-opacity=\"" << opacity << "\""
-        << (dash.empty() ? "" : " stroke-dasharray=\"" + dash + "\"") << " points=\""
-        << points_attr(thin(pts, plot_w)) << "\"/>\n";
-    ++L.series;
-  };
-  if (L.has_lr) {
-    std::vector<Pixel> pts;
-    for (const SeriesPoint& p : lr) pts.push_back({px(p.step), py_lr(p.value)});
-    polyline("series-lr", pts, "#2ca02c", 1.5, 0.8, "6 4");
-    legend.push_back({"learning rate", "#2ca02c", "6 4", 0.8, false});
-  }
-  if (!train.empty()) {
-    std::vector<Pixel> pts;
-    for (size_t i = 0; i < train.size(); ++i) pts.push_back({px(train[i].step), py(raw[i])});
-    polyline("series-train", pts, "#1f77b4", 1, smoothed ? 0.35 : 1.0, "");
-    legend.push_back({"train loss", "#1f77b4", "", smoothed ? 0.35 : 1.0, false});
-  }
-  if (smoothed) {
-    std::vector<Pixel> pts;
-    for (size_t i = 0; i < train.size(); ++i) pts.push_back({px(train[i].step), py(ema[i])});
-    polyline("series-train-ema", pts, "#1f77b4", 2, 1.0, "");
-    legend.push_back({"train loss (EMA " + fmt("%g", o.smooth) + ")", "#1f77b4", "", 1.0, false});
-  }
-  if (!val.empty()) {
-    std::vector<Pixel> pts;
-    for (const SeriesPoint& p : val) pts.push_back({px(p.step), py(p.value)});
-    polyline("series-val", pts, "#d62728", 1.5, 1.0, "");
-    if (val.size() <= 300) {  // beyond that the markers are a smear
-      svg << "<g class=\"markers-val\" fill=\"#d62728\">\n";
-      for (const Pixel& p : pts)
-        svg << "<circle cx=\"" << fmt("%.1f", p.x) << "\" cy=\"" << fmt("%.1f", p.y)
-            << "\" r=\"3\"/>\n";
-      svg << "</g>\n";
-    }
-    legend.push_back({"val loss", "#d62728", "", 1.0, true});
-  }
-
-  // Legend, top right inside the plot area.
-  const double lw = 190, lh = 10 + 18 * double(legend.size());
-  const double lx = L.right - lw - 10, ly = L.top + 10;
-  svg << "<g class=\"legend\">\n<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"" << lw
-      << "\" height=\"" << lh << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999999\"/>\n";
-  for (size_t i = 0; i < legend.size(); ++i) {
-    const Legend& e = legend[i];
-    const double y = ly + 14 + 18 * double(i);
-    svg << "<line x1=\"" << lx + 8 << "\" y1=\"" << y << "\" x2=\"" << lx + 36 << "\" y2=\"" << y
-        << "\" stroke=\"" << e.color << "\" stroke-width=\"2\" stroke-opacity=\"" << e.opacity
-        << "\"" << (e.dash.empty() ? "" : " stroke-dasharray=\"" + e.dash + "\"") << "/>\n";
-    if (e.marker)
-      svg << "<circle cx=\"" << lx + 22 << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << e.color
-          << "\"/>\n";
-    svg << "<text x=\"" << lx + 44 << "\" y=\"" << y + 4 << "\">" << xml_escape(e.label)
-        << "</text>\n";
-  }
-  svg << "</g>\n</svg>\n";
+  write_header(svg, o);
+  write_axes(svg, L, o);
+  const std::vector<SeriesStyle> legend = write_series(svg, s, o, L);
+  write_legend(svg, legend, L);
+  svg << "</svg>\n";
   if (layout_out) *layout_out = L;
   return svg.str();
 }

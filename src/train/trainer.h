@@ -56,13 +56,29 @@ class Trainer {
   int world_size() const;
 
  private:
+  // The construction steps, in the order the constructor takes them (trainer_setup.cpp).
+  std::string resolve_run_dir();  // run_dir_; returns the checkpoint to resume ("": none)
+  void connect_ranks();           // device_ and comm_: one GPU per local rank under mpirun
+  void open_data();               // the run directory, then the data (rank 0 prepares it first)
+  void build_model();             // fp32 master weights initialized from train.seed
+  void build_optimizer();         // with ZeRO-1, this rank's shard; and the lr schedule
+  void init_state(const std::string& checkpoint);  // fresh, or resumed from the checkpoint
+  void init_data_parallel();        // agreement checks, weights from rank 0, the gradient reducer
+  void open_metrics(bool resumed);  // config.yaml, metrics.jsonl, the FLOP rates
+  void print_banner() const;        // model, data, ranks and run dir on stderr
+
   void save();
   void log_step(double loss, double grad_norm, double step_seconds, int64_t step_tokens);
   void log_eval();
-  void init_data_parallel();  // agreement checks, weights from rank 0, the gradient reducer
   void check_same_parameters(const std::string& when);
   void zero_grads();
   void step_optimizer();  // with ZeRO-1: this rank's shard, then every parameter from its owner
+  // The steps of run().
+  void print_memory_profile() const;                        // of one step of this run's shapes
+  double clip_gradients();                                  // returns the norm before clipping
+  void skip_nonfinite_step(double loss, double grad_norm);  // or fail (train.on_nonfinite)
+  void agree_on_interrupt();  // every rank stops at the same step when any was interrupted
+  void reset_window();
 
   RunConfig cfg_;
   TrainerOptions options_;

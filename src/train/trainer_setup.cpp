@@ -1,0 +1,230 @@
+// Building a Trainer, one named step at a time: the run directory (or the one resumed), the
+// device and the ranks, the data, the model, the optimizer (sharded under ZeRO-1) and schedule,
+// the state (fresh or from a checkpoint), the data-parallel agreement, the metrics log and the
+// banner. The order matters: rank 0 prepares the data before the other ranks open it, the
+// model is initialized before the checkpoint overwrites it, and the ranks agree on the state.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "optim/adamw.h"
+#include "optim/param_groups.h"
+#include "optim/sgd.h"
+#include "src/dist/communicator.h"
+#include "src/dist/consistency.h"
+#include "src/dist/grad_reducer.h"
+#include "src/dist/zero.h"
+#include "src/train/flops.h"
+#include "src/train/model_io.h"
+#include "src/train/trainer.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/gemm.h"
+#include "src/core/cuda/cuda_context.h"
+#endif
+
+namespace gdn::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string device_name(Device d) {
+#if defined(GDN_WITH_CUDA)
+  if (d.is_cuda()) return cuda::device_name(d.index);
+#endif
+  return d.str();
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& t,
+                                                 std::vector<optim::ParamGroup> groups) {
+  if (t.optimizer == "adamw") {
+    optim::AdamWOptions o;
+    o.lr = t.lr;
+    o.beta1 = t.betas[0];
+    o.beta2 = t.betas[1];
+    o.eps = t.eps;
+    return std::make_unique<optim::AdamW>(std::move(groups), o);
+  }
+  optim::SgdOptions o;
+  o.lr = t.lr;
+  o.momentum = t.momentum;
+  return std::make_unique<optim::Sgd>(std::move(groups), o);
+}
+
+optim::LrSchedule make_schedule(const TrainConfig& t) {
+  optim::LrSchedule s;
+  s.kind = optim::parse_schedule(t.schedule);
+  s.max_lr = t.lr;
+  s.min_lr = t.min_lr;
+  s.warmup_steps = t.warmup_steps;
+  s.total_steps = t.steps;
+  s.validate();
+  return s;
+}
+
+}  // namespace
+
+Trainer::Trainer(RunConfig cfg, TrainerOptions options)
+    : cfg_(std::move(cfg)), options_(std::move(options)) {
+  const std::string checkpoint = resolve_run_dir();
+  connect_ranks();
+  open_data();
+  build_model();
+  build_optimizer();
+  init_state(checkpoint);
+  if (world_size() > 1) init_data_parallel();
+  open_metrics(!checkpoint.empty());
+  if (!options_.quiet) print_banner();
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::resolve_run_dir() {
+  if (options_.resume.empty()) {
+    run_dir_ = cfg_.train.out_dir;
+    return "";
+  }
+  const std::string checkpoint = resolve_checkpoint(options_.resume);
+  run_dir_ = run_dir_of(options_.resume);
+  return checkpoint;
+}
+
+void Trainer::connect_ranks() {
+  device_ = parse_device(cfg_.train.device);
+  comm_ = options_.comm;
+  if (!comm_) {
+    const dist::LaunchInfo launch = dist::launch_info();
+    // One process per GPU: "auto" and "cuda" take the device of the local rank.
+    if (launch.world_size > 1 && device_.is_cuda()) {
+      GDN_CHECK(cfg_.train.device == "auto" || cfg_.train.device == "cuda",
+                "train.device: ", cfg_.train.device, " names one GPU for all ", launch.world_size,
+                " ranks; use `cuda` (or `auto`) so each rank takes the GPU of its local rank");
+      device_ = Device::cuda(launch.local_rank % cuda_device_count());
+    }
+    comm_ = dist::make_communicator(cfg_.dist.backend, device_, cfg_.dist.timeout_s);
+  }
+#if defined(GDN_WITH_CUDA)
+  cuda::set_allow_tf32(cfg_.train.allow_tf32);
+#endif
+  if (rank() != 0) options_.quiet = true;  // rank 0 reports for the run
+}
+
+void Trainer::open_data() {
+  const bool main_rank = rank() == 0;
+  if (!options_.read_only && main_rank) fs::create_directories(run_dir_);
+  // Rank 0 prepares RUN_DIR/data when it is missing; the other ranks open it afterwards.
+  if (main_rank) data_ = make_data_source(cfg_, run_dir_, 0, world_size());
+  if (world_size() > 1) comm_->barrier();
+  if (!main_rank) data_ = make_data_source(cfg_, run_dir_, rank(), world_size());
+  GDN_CHECK(data_->vocab_size() <= cfg_.model.vocab_size, "the data uses ", data_->vocab_size(),
+            " token ids but model.vocab_size is ", cfg_.model.vocab_size);
+}
+
+void Trainer::build_model() {
+  Generator gen(uint64_t(cfg_.train.seed));
+  nn::InitContext ctx;
+  ctx.device = device_;
+  ctx.dtype = DType::float32;  // fp32 master weights
+  ctx.gen = &gen;
+  model_ = std::make_unique<nn::CausalLM>(cfg_.model, ctx);
+  model_->compute_dtype = parse_dtype(cfg_.train.dtype);
+  model_->checkpointing = cfg_.train.checkpointing;
+}
+
+void Trainer::build_optimizer() {
+  auto groups = optim::build_param_groups(model_->named_parameters(), cfg_.train.weight_decay,
+                                          cfg_.train.decay_embeddings);
+  if (cfg_.dist.zero1 && world_size() > 1) {
+    // ZeRO-1: this rank's optimizer holds the state of the parameters it owns only.
+    sharded_params_ = optim::all_params(groups);
+    std::vector<int64_t> numels;
+    for (const Tensor& p : sharded_params_) numels.push_back(p.numel());
+    owners_ = dist::assign_shards(numels, world_size());
+    opt_layout_ = make_optimizer(cfg_.train, dist::meta_param_groups(groups));
+    groups = dist::shard_param_groups(groups, owners_, rank());
+  }
+  opt_ = make_optimizer(cfg_.train, groups);
+  schedule_ = make_schedule(cfg_.train);
+}
+
+void Trainer::init_state(const std::string& checkpoint) {
+  state_.seed = uint64_t(cfg_.train.seed);
+  if (!checkpoint.empty()) {
+    load_weights(checkpoint, *model_);
+    if (opt_layout_) {
+      // The checkpoint holds every parameter's state: keep this rank's shard.
+      const std::string path = (fs::path(checkpoint) / "optimizer.safetensors").string();
+      try {
+        opt_->load_state_dict(
+            dist::shard_optimizer_state(read_optimizer_state(checkpoint, opt_->name()), *opt_));
+      } catch (const Error& e) {
+        GDN_FAIL(path, ": ", e.what());
+      }
+    } else {
+      load_optimizer(checkpoint, *opt_);
+    }
+    state_ = load_trainer_state(checkpoint);
+    // The data position is a global step: any world size continues from it; the rows match the
+    // uninterrupted run's when the global batch is the same.
+    data_->set_position(state_.data_step);
+    const int64_t global_batch = cfg_.train.batch_size * world_size();
+    if (!options_.quiet && state_.global_batch > 0 && state_.global_batch != global_batch)
+      std::fprintf(stderr,
+                   "gdn: note: the checkpoint's global batch was %lld rows (%lld ranks), now "
+                   "%lld (%d ranks): the data continues with different rows than before\n",
+                   (long long)state_.global_batch, (long long)state_.world_size,
+                   (long long)global_batch, world_size());
+    if (!options_.quiet)
+      std::fprintf(stderr, "gdn: resumed from %s at step %lld\n", checkpoint.c_str(),
+                   (long long)state_.step);
+  }
+  state_.world_size = world_size();
+  state_.global_batch = cfg_.train.batch_size * world_size();
+}
+
+void Trainer::init_data_parallel() {
+  // Disagreeing ranks would hang or silently train different models: fail on every rank.
+  dist::check_ranks_agree(*comm_,
+                          {{"config hash", int64_t(dist::hash_string(cfg_.to_yaml()))},
+                           {"parameter count", model_->num_parameters()},
+                           {"step", state_.step}},
+                          "Start every rank with the same config, --set overrides and --resume.");
+  // Rank 0's weights everywhere (init is seeded the same, but a replica must never drift).
+  std::vector<std::unique_ptr<dist::Work>> works;
+  for (const Tensor& p : model_->parameters()) works.push_back(comm_->broadcast_async(p, 0));
+  for (auto& w : works) w->wait();
+  check_same_parameters("after the initial broadcast");
+  reducer_ = std::make_unique<dist::GradReducer>(model_->parameters(), comm_,
+                                                 cfg_.dist.bucket_mb * (int64_t(1) << 20));
+}
+
+void Trainer::open_metrics(bool resumed) {
+  if (!options_.read_only && rank() == 0) {
+    std::ofstream f(fs::path(run_dir_) / "config.yaml");
+    f << cfg_.to_yaml();
+    metrics_ = std::make_unique<MetricsLog>((fs::path(run_dir_) / "metrics.jsonl").string(),
+                                            resumed ? state_.step : 0);
+  }
+  // For the throughput and MFU of the progress line and the metrics.
+  flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
+  peak_flops_ = device_peak_flops(device_name(device_), model_->compute_dtype == DType::bfloat16,
+                                  cfg_.train.allow_tf32);
+}
+
+void Trainer::print_banner() const {
+  std::fprintf(stderr, "gdn: model %s parameters (%lld layers, hidden %lld, kernel %s) on %s, %s\n",
+               format_count(double(model_->num_parameters())).c_str(),
+               (long long)cfg_.model.num_hidden_layers, (long long)cfg_.model.hidden_size,
+               gdr::impl_name(cfg_.model.kernel), device_name(device_).c_str(),
+               cfg_.train.dtype.c_str());
+  std::fprintf(stderr, "gdn: data %s\n", data_->describe().c_str());
+  if (world_size() > 1)
+    std::fprintf(stderr,
+                 "gdn: data-parallel over %d ranks (%s), global batch %lld, %zu gradient "
+                 "bucket(s)%s\n",
+                 world_size(), comm_->backend(), (long long)state_.global_batch,
+                 reducer_->buckets().size(), opt_layout_ ? ", ZeRO-1" : "");
+  std::fprintf(stderr, "gdn: run dir %s\n", run_dir_.c_str());
+}
+
+}  // namespace gdn::train
