@@ -13,22 +13,14 @@ constexpr double kPi = 3.14159265358979323846;
 }  // namespace
 
 ScheduleKind parse_schedule(const std::string& name) {
-  if (name == "constant") return ScheduleKind::constant;
-  if (name == "cosine") return ScheduleKind::cosine;
-  if (name == "linear") return ScheduleKind::linear;
-  GDN_FAIL("unknown lr schedule '", name, "' (expected constant, cosine or linear)");
+  const auto kind = enum_table(ScheduleKind{}).parse(name);
+  GDN_CHECK(kind, "unknown lr schedule '", name, "' (expected ",
+            enum_table(ScheduleKind{}).choices(), ")");
+  return *kind;
 }
 
 const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::constant:
-      return "constant";
-    case ScheduleKind::cosine:
-      return "cosine";
-    case ScheduleKind::linear:
-      return "linear";
-  }
-  return "?";
+  return enum_name(kind);
 }
 
 void LrSchedule::validate() const {

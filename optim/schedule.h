@@ -16,9 +16,17 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/enum_table.h"
+
 namespace gdn::optim {
 
 enum class ScheduleKind { constant, cosine, linear };
+inline constexpr EnumEntry<ScheduleKind> kScheduleNames[] = {{ScheduleKind::constant, "constant"},
+                                                             {ScheduleKind::cosine, "cosine"},
+                                                             {ScheduleKind::linear, "linear"}};
+inline EnumTable<ScheduleKind> enum_table(ScheduleKind) {
+  return kScheduleNames;
+}
 
 // "constant", "cosine" or "linear"; anything else is an error that names the value.
 ScheduleKind parse_schedule(const std::string& name);

@@ -112,7 +112,7 @@ TEST(Train, NonFiniteLossStopsWithoutCheckpoint) {
   }
   EXPECT_FALSE(fs::exists(fs::path(root) / "run" / "checkpoints"));
   // With on_nonfinite: skip, the bad steps are counted and the weights are not touched.
-  c.train.on_nonfinite = "skip";
+  c.train.on_nonfinite = train::OnNonfinite::skip;
   c.train.steps = 2;
   train::Trainer t(c, o);
   Tensor* w = t.model().find_parameter("model.layers.0.attn.q_proj.weight");

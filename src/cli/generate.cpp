@@ -38,7 +38,7 @@ void run(const GenerateArgs& a) {
   ctx.device = dev;
   nn::CausalLM model(train::load_config_json(ckpt), ctx);
   train::load_weights(ckpt, model);
-  model.compute_dtype = parse_dtype(cfg.train.dtype);
+  model.compute_dtype = cfg.train.dtype;
   model.eval();
 
   std::vector<int32_t> ids = tok->encode(a.prompt);

@@ -18,7 +18,8 @@ void add_prepare_data_command(CLI::App& app) {
   cmd->add_option("--input", o->inputs,
                   "files, directories or glob patterns (quote them); default: the Python "
                   "standard library (/usr/lib/python3.X)");
-  cmd->add_option("--tokenizer", o->tokenizer, "byte or sentencepiece")
+  auto tokenizer = std::make_shared<std::string>("byte");
+  cmd->add_option("--tokenizer", *tokenizer, "byte or sentencepiece")
       ->check(CLI::IsMember({"byte", "sentencepiece"}))
       ->capture_default_str();
   cmd->add_option("--vocab-size", o->vocab_size,
@@ -43,7 +44,8 @@ void add_prepare_data_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "tokenizer threads (0: all cores)")
       ->capture_default_str();
-  cmd->callback([o, no_eos, no_byte_fallback] {
+  cmd->callback([o, tokenizer, no_eos, no_byte_fallback] {
+    o->tokenizer = *enum_table(data::TokenizerKind{}).parse(*tokenizer);  // checked above
     o->append_eos = !*no_eos;
     o->sp_byte_fallback = !*no_byte_fallback;
     const data::PrepareSummary s = data::prepare_data(*o);

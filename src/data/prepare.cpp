@@ -231,14 +231,12 @@ std::vector<std::string> training_sample(const std::vector<Doc>& docs, const Pre
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<Doc>& docs, const PrepareOptions& o,
                                           PrepareSummary& s) {
-  if (o.tokenizer == "byte") {
+  if (o.tokenizer == TokenizerKind::byte) {
     GDN_CHECK(o.vocab_size == 0 || o.vocab_size == 256 || o.vocab_size == 258,
               "the byte tokenizer has vocab size 256 (or 258 with bos/eos), got --vocab-size ",
               o.vocab_size);
     return make_byte_tokenizer(o.vocab_size == 258);
   }
-  GDN_CHECK(o.tokenizer == "sentencepiece", "unknown tokenizer '", o.tokenizer,
-            "' (expected byte or sentencepiece)");
   const auto t0 = Clock::now();
   auto sample = training_sample(docs, o, s.train_bytes);
   for (const auto& t : sample) s.sp_sample_bytes += int64_t(t.size());

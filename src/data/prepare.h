@@ -14,13 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "src/data/tokenizer.h"
+
 namespace gdn::data {
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // files, directories (walked) or glob(3) patterns;
                                     // empty: the default corpus (corpus.h)
-  std::string tokenizer = "byte";   // "byte" or "sentencepiece"
-  int64_t vocab_size = 0;           // 0: 256 (byte) or 8192 (sentencepiece); byte 258 adds bos/eos
+  TokenizerKind tokenizer = TokenizerKind::byte;
+  int64_t vocab_size = 0;  // 0: 256 (byte) or 8192 (sentencepiece); byte 258 adds bos/eos
   std::string out_dir;
   double val_fraction = 0.05;
   int64_t max_bytes = 0;  // stop reading after this much text (0: no limit)

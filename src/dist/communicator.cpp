@@ -135,13 +135,18 @@ std::shared_ptr<Communicator> single_communicator() {
 
 std::shared_ptr<Communicator> make_communicator(const std::string& backend, Device device,
                                                 double timeout_s) {
-  GDN_CHECK(backend == "auto" || backend == "mpi" || backend == "nccl", "dist.backend '", backend,
-            "' is not one of auto, mpi, nccl");
+  const auto b = enum_table(Backend{}).parse(backend);
+  GDN_CHECK(b, "dist.backend '", backend, "' is not one of auto, mpi, nccl");
+  return make_communicator(*b, device, timeout_s);
+}
+
+std::shared_ptr<Communicator> make_communicator(Backend backend, Device device, double timeout_s) {
   std::shared_ptr<Communicator> c;
   if (!launch_info().under_mpi) {
     c = single_communicator();  // a plain `gdn train`: MPI is never initialised
   } else {
-    const bool nccl = backend == "nccl" || (backend == "auto" && device.is_cuda());
+    const bool nccl =
+        backend == Backend::nccl || (backend == Backend::automatic && device.is_cuda());
     if (nccl) {
       GDN_CHECK(device.is_cuda(), "dist.backend nccl needs train.device cuda, got ", device.str());
       c = make_nccl_communicator(make_mpi_communicator(timeout_s), device, timeout_s);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "kernels/enum_table.h"
 
 #include "src/core/tensor.h"
 
@@ -93,6 +94,15 @@ class Communicator {
 // Under mpirun: backend "mpi" (CPU tensors), "nccl" (CUDA tensors on `device`), or "auto"
 // (nccl when `device` is CUDA, else mpi). Each call makes a new communicator (a duplicate of
 // MPI_COMM_WORLD, or a new NCCL communicator), so a stuck op of one never reaches another.
+enum class Backend { automatic, mpi, nccl };
+inline constexpr EnumEntry<Backend> kBackendNames[] = {
+    {Backend::automatic, "auto"}, {Backend::mpi, "mpi"}, {Backend::nccl, "nccl"}};
+inline EnumTable<Backend> enum_table(Backend) {
+  return kBackendNames;
+}
+std::shared_ptr<Communicator> make_communicator(Backend backend, Device device,
+                                                double timeout_s = 300);
+// The same by name ("auto", "mpi", "nccl"; anything else is an error naming it).
 std::shared_ptr<Communicator> make_communicator(const std::string& backend, Device device,
                                                 double timeout_s = 300);
 // A one-process communicator (rank 0 of 1): the reference runs of the tests use it.

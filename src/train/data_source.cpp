@@ -129,7 +129,7 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   data::PrepareOptions po;
   po.inputs = cfg.data.inputs;
   po.tokenizer = cfg.data.tokenizer;
-  po.vocab_size = cfg.data.tokenizer == "sentencepiece"
+  po.vocab_size = cfg.data.tokenizer == data::TokenizerKind::sentencepiece
                       ? (cfg.data.vocab_size ? cfg.data.vocab_size : cfg.model.vocab_size)
                       : 0;
   po.out_dir = dir;
@@ -145,7 +145,7 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
 
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
                                              int rank, int world_size) {
-  if (cfg.data.task == "mqar") return std::make_unique<MqarData>(cfg, rank, world_size);
+  if (cfg.data.task == Task::mqar) return std::make_unique<MqarData>(cfg, rank, world_size);
   const std::string dir = data_dir_of(cfg, run_dir);
   ensure_prepared(cfg, dir, rank);
   return std::make_unique<TextData>(cfg, dir, rank, world_size);

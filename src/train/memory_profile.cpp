@@ -123,7 +123,7 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   prof.device = dev.str();
   prof.batch = batch;
   prof.seq = seq;
-  prof.dtype = cfg.train.dtype;
+  prof.dtype = dtype_name(cfg.train.dtype);
   prof.checkpointing = enum_name(cfg.train.checkpointing);
   reset_peak_memory(dev);
   const MemoryStats base = memory_stats(dev);
@@ -143,7 +143,7 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
     ctx.device = dev;
     ctx.gen = &gen;
     nn::CausalLM model(cfg.model, ctx);
-    model.compute_dtype = parse_dtype(cfg.train.dtype);
+    model.compute_dtype = cfg.train.dtype;
     model.checkpointing = cfg.train.checkpointing;
     prof.params = model.num_parameters();
     optim::AdamWOptions o;
@@ -280,20 +280,22 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
   std::vector<FitSuggestion> out;
   std::set<std::string> tried;
   struct Variant {
-    std::string dtype;
+    DType dtype;
     nn::Checkpointing ckpt;
   };
   using nn::Checkpointing;
-  const std::vector<Variant> variants = {{"bfloat16", cfg.train.checkpointing},
+  const DType bf16 = DType::bfloat16;
+  const std::vector<Variant> variants = {{bf16, cfg.train.checkpointing},
                                          {cfg.train.dtype, Checkpointing::kernel},
                                          {cfg.train.dtype, Checkpointing::block},
-                                         {"bfloat16", Checkpointing::kernel},
-                                         {"bfloat16", Checkpointing::block}};
+                                         {bf16, Checkpointing::kernel},
+                                         {bf16, Checkpointing::block}};
   for (int64_t b = batch; b >= 1; b /= 2) {
     for (const auto& v : variants) {
       if (b == batch && v.dtype == cfg.train.dtype && v.ckpt == cfg.train.checkpointing) continue;
-      const std::string settings = str_cat(
-          "train.dtype=", v.dtype, " train.checkpointing=", enum_name(v.ckpt), " batch=", b);
+      const std::string settings =
+          str_cat("train.dtype=", dtype_name(v.dtype), " train.checkpointing=", enum_name(v.ckpt),
+                  " batch=", b);
       if (!tried.insert(settings).second) continue;
       RunConfig c = cfg;
       c.train.dtype = v.dtype;

@@ -43,10 +43,10 @@ void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
 void bind_all(io::ConfigBinder& b, RunConfig& c) {
   bind_model(b, c.model);
   DataConfig& d = c.data;
-  b.bind("data.task", &d.task);
+  b.bind_enum("data.task", &d.task);
   b.bind("data.dir", &d.dir);
   b.bind("data.inputs", &d.inputs);
-  b.bind("data.tokenizer", &d.tokenizer);
+  b.bind_enum("data.tokenizer", &d.tokenizer);
   b.bind("data.vocab_size", &d.vocab_size);
   b.bind("data.val_fraction", &d.val_fraction);
   b.bind("data.seq_len", &d.seq_len);
@@ -56,17 +56,17 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("train.steps", &t.steps);
   b.bind("train.batch_size", &t.batch_size);
   b.bind("train.grad_accum", &t.grad_accum);
-  b.bind("train.optimizer", &t.optimizer);
+  b.bind_enum("train.optimizer", &t.optimizer);
   b.bind("train.lr", &t.lr);
   b.bind("train.min_lr", &t.min_lr);
   b.bind("train.warmup_steps", &t.warmup_steps);
-  b.bind("train.schedule", &t.schedule);
+  b.bind_enum("train.schedule", &t.schedule);
   b.bind("train.weight_decay", &t.weight_decay);
   b.bind("train.betas", &t.betas);
   b.bind("train.eps", &t.eps);
   b.bind("train.momentum", &t.momentum);
   b.bind("train.clip_grad_norm", &t.clip_grad_norm);
-  b.bind("train.dtype", &t.dtype);
+  b.bind_enum("train.dtype", &t.dtype, EnumTable<DType>(kTrainDTypes));
   b.bind("train.seed", &t.seed);
   b.bind("train.eval_every", &t.eval_every);
   b.bind("train.eval_batches", &t.eval_batches);
@@ -75,24 +75,15 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("train.keep_checkpoints", &t.keep_checkpoints);
   b.bind("train.out_dir", &t.out_dir);
   b.bind("train.device", &t.device);
-  b.bind("train.on_nonfinite", &t.on_nonfinite);
+  b.bind_enum("train.on_nonfinite", &t.on_nonfinite);
   b.bind_enum("train.checkpointing", &t.checkpointing);
   b.bind("train.decay_embeddings", &t.decay_embeddings);
   b.bind("train.allow_tf32", &t.allow_tf32);
   DistConfig& s = c.dist;
-  b.bind("dist.backend", &s.backend);
+  b.bind_enum("dist.backend", &s.backend);
   b.bind("dist.zero1", &s.zero1);
   b.bind("dist.bucket_mb", &s.bucket_mb);
   b.bind("dist.timeout_s", &s.timeout_s);
-}
-
-template <typename T>
-void check_one_of(const T& v, std::initializer_list<T> ok, const char* key) {
-  for (const auto& o : ok)
-    if (v == o) return;
-  std::ostringstream os;
-  for (const auto& o : ok) os << " " << o;
-  GDN_FAIL(key, ": '", v, "' is not one of", os.str());
 }
 
 RunConfig bind_document(YAML::Node root, const std::string& source,
@@ -115,18 +106,12 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
 
 void RunConfig::validate() const {
   model.validate();
-  check_one_of<std::string>(data.task, {"text", "mqar"}, "data.task");
-  check_one_of<std::string>(data.tokenizer, {"byte", "sentencepiece"}, "data.tokenizer");
   GDN_CHECK(data.seq_len >= 1, "data.seq_len must be >= 1, got ", data.seq_len);
   GDN_CHECK(data.val_fraction >= 0 && data.val_fraction < 1,
             "data.val_fraction must be in [0, 1), got ", data.val_fraction);
   GDN_CHECK(train.steps >= 0 && train.batch_size >= 1 && train.grad_accum >= 1,
             "train.steps >= 0, train.batch_size >= 1 and train.grad_accum >= 1 (got ", train.steps,
             ", ", train.batch_size, ", ", train.grad_accum, ")");
-  check_one_of<std::string>(train.optimizer, {"adamw", "sgd"}, "train.optimizer");
-  check_one_of<std::string>(train.schedule, {"cosine", "linear", "constant"}, "train.schedule");
-  check_one_of<std::string>(train.dtype, {"float32", "bfloat16"}, "train.dtype");
-  check_one_of<std::string>(train.on_nonfinite, {"stop", "skip"}, "train.on_nonfinite");
   GDN_CHECK(train.lr > 0 && train.min_lr >= 0 && train.min_lr <= train.lr,
             "train.lr must be > 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ",
             train.min_lr, ")");
@@ -136,7 +121,6 @@ void RunConfig::validate() const {
   GDN_CHECK(train.warmup_steps >= 0 && train.eval_every >= 0 && train.save_every >= 0 &&
                 train.log_every >= 1,
             "train.warmup_steps, eval_every, save_every must be >= 0 and log_every >= 1");
-  check_one_of<std::string>(dist.backend, {"auto", "mpi", "nccl"}, "dist.backend");
   GDN_CHECK(dist.bucket_mb >= 0 && dist.timeout_s > 0,
             "dist.bucket_mb must be >= 0 (0: one bucket per parameter) and dist.timeout_s > 0 "
             "(got ",

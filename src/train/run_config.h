@@ -7,15 +7,41 @@
 #include <vector>
 
 #include "layers/config.h"
+#include "optim/schedule.h"
+#include "src/core/dtype.h"
+#include "src/data/tokenizer.h"
+#include "src/dist/communicator.h"
 
 namespace gdn::train {
 
+enum class Task { text, mqar };
+inline constexpr EnumEntry<Task> kTaskNames[] = {{Task::text, "text"}, {Task::mqar, "mqar"}};
+inline EnumTable<Task> enum_table(Task) {
+  return kTaskNames;
+}
+enum class OptimizerKind { adamw, sgd };
+inline constexpr EnumEntry<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::adamw, "adamw"},
+                                                               {OptimizerKind::sgd, "sgd"}};
+inline EnumTable<OptimizerKind> enum_table(OptimizerKind) {
+  return kOptimizerNames;
+}
+// What a non-finite loss or gradient norm does: stop the run, or skip the update.
+enum class OnNonfinite { stop, skip };
+inline constexpr EnumEntry<OnNonfinite> kOnNonfiniteNames[] = {{OnNonfinite::stop, "stop"},
+                                                               {OnNonfinite::skip, "skip"}};
+inline EnumTable<OnNonfinite> enum_table(OnNonfinite) {
+  return kOnNonfiniteNames;
+}
+// The activation dtypes a run trains in (fp32 master weights either way).
+inline constexpr EnumEntry<DType> kTrainDTypes[] = {{DType::float32, "float32"},
+                                                    {DType::bfloat16, "bfloat16"}};
+
 struct DataConfig {
-  std::string task = "text";        // text | mqar (synthetic associative recall)
+  Task task = Task::text;           // text | mqar (synthetic associative recall)
   std::string dir;                  // shard directory (train.bin, val.bin, tokenizer)
   std::vector<std::string> inputs;  // text files / globs, tokenized on the fly when dir is empty
-  std::string tokenizer = "byte";   // byte | sentencepiece (with inputs)
-  int64_t vocab_size = 0;           // sentencepiece vocabulary (0: model.vocab_size)
+  data::TokenizerKind tokenizer = data::TokenizerKind::byte;  // with inputs
+  int64_t vocab_size = 0;  // sentencepiece vocabulary (0: model.vocab_size)
   double val_fraction = 0.05;
   int64_t seq_len = 256;
   // MQAR: key-value pairs shown, then queried.
@@ -27,17 +53,17 @@ struct TrainConfig {
   int64_t steps = 1000;
   int64_t batch_size = 8;
   int64_t grad_accum = 1;
-  std::string optimizer = "adamw";  // adamw | sgd
+  OptimizerKind optimizer = OptimizerKind::adamw;
   double lr = 3e-4;
   double min_lr = 3e-5;
   int64_t warmup_steps = 100;
-  std::string schedule = "cosine";  // cosine | linear | constant
+  optim::ScheduleKind schedule = optim::ScheduleKind::cosine;
   double weight_decay = 0.1;
   std::vector<double> betas{0.9, 0.95};
   double eps = 1e-8;
-  double momentum = 0.9;          // sgd
-  double clip_grad_norm = 1.0;    // 0 disables
-  std::string dtype = "float32";  // float32 | bfloat16 (fp32 master weights)
+  double momentum = 0.9;         // sgd
+  double clip_grad_norm = 1.0;   // 0 disables
+  DType dtype = DType::float32;  // float32 | bfloat16 activations (fp32 master weights)
   int64_t seed = 0;
   int64_t eval_every = 200;
   int64_t eval_batches = 20;
@@ -45,18 +71,18 @@ struct TrainConfig {
   int64_t log_every = 10;
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
-  std::string device = "auto";                                // auto | cpu | cuda | cuda:N
-  std::string on_nonfinite = "stop";                          // stop | skip
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  OnNonfinite on_nonfinite = OnNonfinite::stop;
   nn::Checkpointing checkpointing = nn::Checkpointing::none;  // activation recompute
   bool decay_embeddings = true;
   bool allow_tf32 = false;  // CUDA: fp32 GEMMs on TF32 tensor cores (faster, 10-bit products)
 };
 
 struct DistConfig {
-  std::string backend = "auto";  // auto | mpi | nccl
-  bool zero1 = false;            // shard optimizer state across ranks
-  int64_t bucket_mb = 25;        // gradient all-reduce bucket size (0: one per parameter)
-  double timeout_s = 300;        // a collective waiting longer fails, naming itself
+  dist::Backend backend = dist::Backend::automatic;  // auto | mpi | nccl
+  bool zero1 = false;                                // shard optimizer state across ranks
+  int64_t bucket_mb = 25;  // gradient all-reduce bucket size (0: one per parameter)
+  double timeout_s = 300;  // a collective waiting longer fails, naming itself
 };
 
 struct RunConfig {

@@ -37,7 +37,7 @@ std::string device_name(Device d) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& t,
                                                  std::vector<optim::ParamGroup> groups) {
-  if (t.optimizer == "adamw") {
+  if (t.optimizer == OptimizerKind::adamw) {
     optim::AdamWOptions o;
     o.lr = t.lr;
     o.beta1 = t.betas[0];
@@ -53,7 +53,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& t,
 
 optim::LrSchedule make_schedule(const TrainConfig& t) {
   optim::LrSchedule s;
-  s.kind = optim::parse_schedule(t.schedule);
+  s.kind = t.schedule;
   s.max_lr = t.lr;
   s.min_lr = t.min_lr;
   s.warmup_steps = t.warmup_steps;
@@ -127,7 +127,7 @@ void Trainer::build_model() {
   ctx.dtype = DType::float32;  // fp32 master weights
   ctx.gen = &gen;
   model_ = std::make_unique<nn::CausalLM>(cfg_.model, ctx);
-  model_->compute_dtype = parse_dtype(cfg_.train.dtype);
+  model_->compute_dtype = cfg_.train.dtype;
   model_->checkpointing = cfg_.train.checkpointing;
 }
 
@@ -216,7 +216,7 @@ void Trainer::print_banner() const {
                format_count(double(model_->num_parameters())).c_str(),
                (long long)cfg_.model.num_hidden_layers, (long long)cfg_.model.hidden_size,
                gdr::impl_name(cfg_.model.kernel), device_name(device_).c_str(),
-               cfg_.train.dtype.c_str());
+               dtype_name(cfg_.train.dtype));
   std::fprintf(stderr, "gdn: data %s\n", data_->describe().c_str());
   if (world_size() > 1)
     std::fprintf(stderr,
