@@ -3,6 +3,7 @@
 // implementation will read or write is given. Errors are std::invalid_argument naming the
 // pointer, the implementation and the device.
 #pragma once
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -10,21 +11,31 @@
 
 namespace gdn::gdr::detail {
 
-inline void require(const void* ptr, const char* what, const Problem& p, const char* device) {
-  if (!ptr)
-    throw std::invalid_argument(std::string("gdr: ") + what + " is null (impl " +
-                                impl_name(p.impl) + ", " + device + ")");
+// A pointer the implementation reads or writes, when `needed`.
+struct Required {
+  const void* ptr;
+  const char* what;
+  bool needed = true;
+};
+
+inline void require(std::initializer_list<Required> pointers, const Problem& p,
+                    const char* device) {
+  for (const Required& r : pointers)
+    if (r.needed && !r.ptr)
+      throw std::invalid_argument(std::string("gdr: ") + r.what + " is null (impl " +
+                                  impl_name(p.impl) + ", " + device + ")");
 }
 
 template <typename T>
 void check_inputs(const Problem& p, const Inputs<T>& in, const char* device) {
   validate(p);
-  require(in.q, "q", p, device);
-  require(in.k, "k", p, device);
-  require(in.v, "v", p, device);
-  require(in.g, "g", p, device);
-  if (p.impl != Impl::ssd) require(in.beta, "beta", p, device);
-  if (p.has_h0) require(in.h0, "h0 (has_h0 is set)", p, device);
+  require({{in.q, "q"},
+           {in.k, "k"},
+           {in.v, "v"},
+           {in.g, "g"},
+           {in.beta, "beta", p.impl != Impl::ssd},
+           {in.h0, "h0 (has_h0 is set)", p.has_h0}},
+          p, device);
 }
 
 // `workspace_elems`: what this device's kernels need for p.
@@ -32,25 +43,27 @@ template <typename T>
 void check_forward_args(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                         int64_t workspace_elems, const char* device) {
   check_inputs(p, in, device);
-  require(out.o, "o", p, device);
-  if (p.want_ht) require(out.ht, "ht (want_ht is set)", p, device);
-  require(out.residual, "residual", p, device);
-  if (workspace_elems > 0) require(out.workspace, "forward workspace", p, device);
+  require({{out.o, "o"},
+           {out.ht, "ht (want_ht is set)", p.want_ht},
+           {out.residual, "residual"},
+           {out.workspace, "forward workspace", workspace_elems > 0}},
+          p, device);
 }
 
 template <typename T>
 void check_backward_args(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                          int64_t workspace_elems, const char* device) {
   check_inputs(p, in, device);
-  require(args.d_o, "d_o", p, device);
-  require(args.residual, "residual", p, device);
-  if (workspace_elems > 0) require(args.workspace, "backward workspace", p, device);
-  require(args.dq, "dq", p, device);
-  require(args.dk, "dk", p, device);
-  require(args.dv, "dv", p, device);
-  require(args.dg, "dg", p, device);
-  if (p.impl != Impl::ssd) require(args.dbeta, "dbeta", p, device);
-  if (p.has_h0) require(args.dh0, "dh0 (has_h0 is set)", p, device);
+  require({{args.d_o, "d_o"},
+           {args.residual, "residual"},
+           {args.workspace, "backward workspace", workspace_elems > 0},
+           {args.dq, "dq"},
+           {args.dk, "dk"},
+           {args.dv, "dv"},
+           {args.dg, "dg"},
+           {args.dbeta, "dbeta", p.impl != Impl::ssd},
+           {args.dh0, "dh0 (has_h0 is set)", p.has_h0}},
+          p, device);
 }
 
 }  // namespace gdn::gdr::detail

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/numeric.h"
 
@@ -15,31 +16,17 @@ const char* dtype_name(DType d);
 DType parse_dtype(const std::string& name);  // "float32", "fp32", "bf16", ...; throws on unknown
 bool is_floating(DType d);
 
+// The DType of a C++ element type: dtype_of<float>::value == DType::float32.
 template <typename T>
-struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::float32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::float64;
-};
-template <>
-struct dtype_of<bf16> {
-  static constexpr DType value = DType::bfloat16;
-};
-template <>
-struct dtype_of<fp16> {
-  static constexpr DType value = DType::float16;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::int32;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::int64;
+struct dtype_of {
+  static constexpr DType value = [] {
+    if constexpr (std::is_same_v<T, float>) return DType::float32;
+    if constexpr (std::is_same_v<T, double>) return DType::float64;
+    if constexpr (std::is_same_v<T, bf16>) return DType::bfloat16;
+    if constexpr (std::is_same_v<T, fp16>) return DType::float16;
+    if constexpr (std::is_same_v<T, int32_t>) return DType::int32;
+    if constexpr (std::is_same_v<T, int64_t>) return DType::int64;
+  }();
 };
 
 // One dtype dispatch for ops, optimizers and I/O: calls fn(TypeTag<T>{}) with the C++ type T of

@@ -59,6 +59,24 @@ std::vector<T> list_as(const YAML::Node& n, const std::string& path, const std::
   return out;
 }
 
+// The mapping that holds the last key of dotted `path` ("a.b.c": root[a][b]), created (or, where
+// a scalar stands in the way, replaced) as needed.
+YAML::Node mapping_at(YAML::Node root, const std::string& path) {
+  YAML::Node node = root;
+  size_t pos = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', pos)) {
+    const std::string key = path.substr(pos, dot - pos);
+    if (!node[key] || !node[key].IsMap()) node[key] = YAML::Node(YAML::NodeType::Map);
+    node.reset(node[key]);  // rebind (operator= would assign into the node)
+    pos = dot + 1;
+  }
+  return node;
+}
+
+std::string leaf_of(const std::string& path) {
+  return path.substr(path.rfind('.') + 1);
+}
+
 }  // namespace
 
 #define GDN_BIND_SCALAR(T, TYPE_NAME)                                           \
@@ -103,7 +121,7 @@ void ConfigBinder::bind_choice(const std::string& path, const std::string& choic
                                std::function<std::string()> get) {
   fields_[path] = {[path, choices, set](const YAML::Node& n, const std::string& where) {
                      const std::string s = scalar_as<std::string>(n, path, where, "a name");
-                     const std::string leaf = path.substr(path.rfind('.') + 1);
+                     const std::string leaf = leaf_of(path);
                      GDN_CHECK(set(s), where, ": ", path, ": unknown ", leaf, " '", s,
                                "' (expected ", choices, ")");
                    },
@@ -152,20 +170,7 @@ void ConfigBinder::apply(const YAML::Node& root, const std::string& source) cons
 YAML::Node ConfigBinder::dump() const {
   YAML::Node root(YAML::NodeType::Map);
   for (const auto& [path, f] : fields_) {
-    size_t pos = 0;
-    std::vector<std::string> parts;
-    while (true) {
-      size_t dot = path.find('.', pos);
-      parts.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
-      if (dot == std::string::npos) break;
-      pos = dot + 1;
-    }
-    YAML::Node node = root;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      if (!node[parts[i]]) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      node.reset(node[parts[i]]);  // rebind (operator= would assign into the node)
-    }
-    node[parts.back()] = f.get();
+    mapping_at(root, path)[leaf_of(path)] = f.get();
   }
   return root;
 }
@@ -185,20 +190,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key.path=value");
   const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   if (!root || !root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
-  std::vector<std::string> parts;
-  size_t pos = 0;
-  while (true) {
-    size_t dot = path.find('.', pos);
-    parts.push_back(path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos));
-    if (dot == std::string::npos) break;
-    pos = dot + 1;
-  }
-  YAML::Node node = root;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!node[parts[i]] || !node[parts[i]].IsMap())
-      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-    node.reset(node[parts[i]]);
-  }
+  YAML::Node node = mapping_at(root, path);
   YAML::Node parsed;
   try {
     parsed = YAML::Load(value);
@@ -216,7 +208,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     if (n.IsScalar()) return YAML::Node(n.Scalar());
     return n;
   };
-  node[parts.back()] = fresh(parsed);
+  node[leaf_of(path)] = fresh(parsed);
 }
 
 }  // namespace gdn::io
