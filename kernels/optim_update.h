@@ -11,13 +11,17 @@
 
 namespace gdn::kern {
 
-// One AdamW step of one tensor (torch.optim.AdamW, decoupled weight decay). `step` is the
-// 1-based count of updates this tensor has had, including this one.
-struct AdamWStep {
+// AdamW's hyperparameters (torch.optim.AdamW's names; optim::AdamWOptions).
+struct AdamWHyper {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+};
+// One AdamW step of one tensor (torch.optim.AdamW, decoupled weight decay): the hyperparameters,
+// the parameter group's decay, and `step`, the 1-based count of updates this tensor has had,
+// including this one.
+struct AdamWStep : AdamWHyper {
   double weight_decay = 0.0;
   int64_t step = 1;
 };
@@ -58,14 +62,18 @@ GDN_HD void adamw_update(A& p, A g, A& m, A& v, const AdamWCoeffs<A>& c) {
   p = p - c.step_size * (m / denom);
 }
 
-// One SGD step of one tensor (torch.optim.SGD). `first` is true on the tensor's first update:
-// the momentum buffer then starts as the gradient itself (no dampening), as in torch.
-struct SgdStep {
+// SGD's hyperparameters (torch.optim.SGD's names; optim::SgdOptions). nesterov needs
+// momentum > 0 and dampening == 0.
+struct SgdHyper {
   double lr = 1e-2;
   double momentum = 0.0;
   double dampening = 0.0;
-  double weight_decay = 0.0;
   bool nesterov = false;
+};
+// One SGD step of one tensor (torch.optim.SGD). `first` is true on the tensor's first update:
+// the momentum buffer then starts as the gradient itself (no dampening), as in torch.
+struct SgdStep : SgdHyper {
+  double weight_decay = 0.0;
   bool first = false;
 };
 

@@ -14,12 +14,6 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return ops::rms_norm(x, ops::cast(weight, x.dtype()), eps);
 }
 
-GatedRMSNorm::GatedRMSNorm(int64_t dim, double eps_in, const InitContext& ctx) : eps(eps_in) {
-  weight = new_parameter({dim}, ctx);
-  ops::fill_(weight, 1.0);
-  register_parameter("weight", &weight);
-}
-
 Tensor GatedRMSNorm::forward(const Tensor& x, const Tensor& gate) const {
   ModuleScope scope(*this);
   GDN_CHECK(x.shape() == gate.shape(), "gated norm: input ", shape_str(x.shape()), " and gate ",

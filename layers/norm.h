@@ -1,7 +1,7 @@
 // RMSNorm (x / rms(x) * w) and the gated output norm of Gated DeltaNet
 // (rmsnorm(o) * w * silu(gate), fla's FusedRMSNormGated), weights initialised to 1.
 #pragma once
-#include "layers/linear.h"
+#include "layers/module.h"
 
 namespace gdn::nn {
 
@@ -13,12 +13,11 @@ class RMSNorm : public Module {
   double eps;
 };
 
-class GatedRMSNorm : public Module {
+// The same weight and eps; the forward also takes the gate.
+class GatedRMSNorm : public RMSNorm {
  public:
-  GatedRMSNorm(int64_t dim, double eps, const InitContext& ctx);
+  using RMSNorm::RMSNorm;
   Tensor forward(const Tensor& x, const Tensor& gate) const;
-  Tensor weight;
-  double eps;
 };
 
 }  // namespace gdn::nn

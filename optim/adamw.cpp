@@ -32,10 +32,8 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
 
 void AdamW::update(Slot& slot, const Tensor& grad, double lr, double weight_decay) {
   kern::AdamWStep s;
-  s.lr = lr;
-  s.beta1 = options_.beta1;
-  s.beta2 = options_.beta2;
-  s.eps = options_.eps;
+  static_cast<kern::AdamWHyper&>(s) = options_;
+  s.lr = lr;  // the schedule's
   s.weight_decay = weight_decay;
   s.step = slot.step;
   Tensor& p = slot.param;

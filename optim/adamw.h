@@ -7,16 +7,12 @@
 // (fp64 for fp64 ones, used by the tests), allocated at construction under MemCategory::optim:
 // 8 bytes per fp32 parameter element.
 #pragma once
+#include "kernels/optim_update.h"
 #include "optim/optimizer.h"
 
 namespace gdn::optim {
 
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-};
+using AdamWOptions = kern::AdamWHyper;  // lr, beta1, beta2, eps
 
 class AdamW : public Optimizer {
  public:

@@ -27,11 +27,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, const SgdOptions& options)
 
 void Sgd::update(Slot& slot, const Tensor& grad, double lr, double weight_decay) {
   kern::SgdStep s;
-  s.lr = lr;
-  s.momentum = options_.momentum;
-  s.dampening = options_.dampening;
+  static_cast<kern::SgdHyper&>(s) = options_;
+  s.lr = lr;  // the schedule's
   s.weight_decay = weight_decay;
-  s.nesterov = options_.nesterov;
   s.first = slot.step == 1;
   Tensor& p = slot.param;
   Tensor buf = slot.state.empty() ? Tensor() : slot.state[0].second;

@@ -6,16 +6,12 @@
 // the momentum buffer ("momentum_buffer", fp32 for fp32 parameters) exists only when
 // momentum > 0 and is allocated at construction under MemCategory::optim.
 #pragma once
+#include "kernels/optim_update.h"
 #include "optim/optimizer.h"
 
 namespace gdn::optim {
 
-struct SgdOptions {
-  double lr = 1e-2;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;  // needs momentum > 0 and dampening == 0
-};
+using SgdOptions = kern::SgdHyper;  // lr, momentum, dampening, nesterov
 
 class Sgd : public Optimizer {
  public:

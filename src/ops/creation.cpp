@@ -85,34 +85,40 @@ namespace {
 Generator& pick(Generator* g) {
   return g ? *g : default_generator();
 }
+
+// The generator's seed and stream position for `n` draws; the generator moves past them.
+struct Draws {
+  uint64_t seed, offset;
+};
+Draws claim_draws(Generator* gen, int64_t n) {
+  Generator& g = pick(gen);
+  const Draws d{g.seed, g.offset};
+  g.offset += uint64_t(n);
+  return d;
+}
 }  // namespace
 
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
   GDN_CHECK(t.is_contiguous(), "normal_ needs a contiguous tensor");
-  Generator& g = pick(gen);
-  const uint64_t off = g.offset;
-  g.offset += uint64_t(t.numel());
+  const auto [seed, off] = claim_draws(gen, t.numel());
   const Device dev = t.device();
   dispatch_dtype<FloatingTypes>(t.dtype(), "normal_", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
     GDN_RUN_ON_DEVICE(
-        dev, "normal_", cpu::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std),
-        cuda::random_normal(t.data<scalar_t>(), t.numel(), g.seed, off, mean, std, stream_of(dev)));
+        dev, "normal_", cpu::random_normal(t.data<scalar_t>(), t.numel(), seed, off, mean, std),
+        cuda::random_normal(t.data<scalar_t>(), t.numel(), seed, off, mean, std, stream_of(dev)));
   });
 }
 
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
   GDN_CHECK(t.is_contiguous(), "uniform_ needs a contiguous tensor");
-  Generator& g = pick(gen);
-  const uint64_t off = g.offset;
-  g.offset += uint64_t(t.numel());
+  const auto [seed, off] = claim_draws(gen, t.numel());
   const Device dev = t.device();
   dispatch_dtype<FloatingTypes>(t.dtype(), "uniform_", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
-    GDN_RUN_ON_DEVICE(dev, "uniform_",
-                      cpu::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
-                      cuda::random_uniform(t.data<scalar_t>(), t.numel(), g.seed, off, low, high,
-                                           stream_of(dev)));
+    GDN_RUN_ON_DEVICE(
+        dev, "uniform_", cpu::random_uniform(t.data<scalar_t>(), t.numel(), seed, off, low, high),
+        cuda::random_uniform(t.data<scalar_t>(), t.numel(), seed, off, low, high, stream_of(dev)));
   });
 }
 
@@ -132,14 +138,12 @@ Tensor randint(const Shape& shape, int64_t low, int64_t high, DType dtype, Devic
                Generator* gen) {
   GDN_CHECK(high > low, "randint: empty range [", low, ", ", high, ")");
   Tensor t = empty(shape, dtype, device);
-  Generator& g = pick(gen);
-  const uint64_t off = g.offset;
-  g.offset += uint64_t(t.numel());
+  const auto [seed, off] = claim_draws(gen, t.numel());
   dispatch_dtype<AllTypes>(dtype, "randint", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
     GDN_RUN_ON_DEVICE(
-        device, "randint", cpu::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high),
-        cuda::random_int(t.data<scalar_t>(), t.numel(), g.seed, off, low, high, stream_of(device)));
+        device, "randint", cpu::random_int(t.data<scalar_t>(), t.numel(), seed, off, low, high),
+        cuda::random_int(t.data<scalar_t>(), t.numel(), seed, off, low, high, stream_of(device)));
   });
   return t;
 }
