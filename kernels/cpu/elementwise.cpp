@@ -16,31 +16,8 @@ inline acc_t<T> load(const T& x) {
   return to_acc(x);
 }
 
-// Converts between any two storage types through double (exact for every pair we support).
-template <typename D, typename S>
-inline D convert(S x) {
-  if constexpr (std::is_same_v<S, D>) {
-    return x;
-  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, fp16>) {
-    return convert<D>(float(x));
-  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, fp16>) {
-    return D(float(x));
-  } else {
-    return static_cast<D>(x);
-  }
-}
-
-// Offset of element `linear` of a row-major iteration over shape with the given strides.
-inline int64_t strided_offset(int64_t linear, int ndim, const int64_t* shape,
-                              const int64_t* stride) {
-  int64_t off = 0;
-  for (int d = ndim - 1; d >= 0; --d) {
-    int64_t i = linear % shape[d];
-    linear /= shape[d];
-    off += i * stride[d];
-  }
-  return off;
-}
+using kern::convert;
+using kern::strided_offset;
 }  // namespace
 
 template <typename T>

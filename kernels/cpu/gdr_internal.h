@@ -1,7 +1,8 @@
-// Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): workspace carving, loading
-// one chunk of a (batch, head) slice into the accumulator type with zero padding, the in-chunk
-// gate cumsum and decay factors, the unit lower triangular inverse, and the entry points that
-// kernels/gated_delta_rule.cpp dispatches to.
+// Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): the parallel loop over
+// slices with their scratch, loading one chunk of a (batch, head) slice into the accumulator type
+// with zero padding, the in-chunk gate cumsum and decay factors, the unit lower triangular
+// inverse, and the entry points that kernels/gated_delta_rule.cpp dispatches to. The workspace
+// layouts shared with the CUDA kernels are in kernels/gdr_workspace_layout.h.
 //
 // Padding: a last partial chunk is padded to C rows with q = k = v = 0, g = 0, beta = 0. With
 // those values the padded chunk computes exactly the unpadded result (M, W, U, Vn rows vanish,
@@ -13,30 +14,31 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"
+#include "kernels/gdr_workspace_layout.h"  // Carver, the residual's pieces, shared layouts
 
 namespace gdn::gdr::detail {
 
-inline int64_t round_up16(int64_t n) {
-  return (n + 15) / 16 * 16;
+// Runs body(s, w) for the slices s < n in parallel (static schedule, so each slice's sums run in
+// a fixed order), w the slice's Scratch carved from ws at s * Scratch(p, nullptr).used.
+template <class Scratch, typename A, class Body>
+void for_each_slice(const Problem& p, int64_t n, A* ws, const Body& body) {
+  const int64_t per_slice = Scratch(p, nullptr).used;
+#pragma omp parallel for schedule(static)
+  for (int64_t s = 0; s < n; ++s) {
+    Scratch w(p, ws + s * per_slice);
+    body(s, w);
+  }
 }
 
-// Hands out consecutive pieces of a buffer, each rounded up to 16 elements (64-byte steps).
-// With base == nullptr it only counts, so one function both sizes and carves a workspace.
+// dst = src[0, n), or zeros where src is null (no initial state, no incoming state gradient).
 template <typename A>
-class Carver {
- public:
-  explicit Carver(A* base) : base_(base) {}
-  A* take(int64_t n) {
-    A* p = base_ ? base_ + used_ : nullptr;
-    used_ += round_up16(n);
-    return p;
+void copy_or_zero(A* dst, const A* src, int64_t n) {
+  if (src) {
+    std::memcpy(dst, src, n * sizeof(A));
+  } else {
+    std::memset(dst, 0, n * sizeof(A));
   }
-  int64_t used() const { return used_; }
-
- private:
-  A* base_;
-  int64_t used_ = 0;
-};
+}
 
 // Offsets into the time-major layouts of gated_delta_rule.h.
 inline int64_t qk_offset(const Problem& p, int64_t b, int64_t t, int64_t h) {
@@ -47,18 +49,6 @@ inline int64_t vo_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
 }
 inline int64_t gate_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
   return (b * p.T + t) * p.HV + hv;
-}
-
-// The chunk-start states [B, HV, NT, K, V] that every implementation saves first in the residual.
-inline int64_t states_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.K * p.V;
-}
-// The `full` policy of `chunked` appends A [B, HV, NT, C, C] and [W | U] [B, HV, NT, C, K + V].
-inline int64_t full_a_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * p.chunk;
-}
-inline int64_t full_wu_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * (p.K + p.V);
 }
 
 // dst[i, :] = mul * src[i * stride, :] for i < rows, zero for rows <= i < pad_rows.
@@ -202,6 +192,15 @@ void store_gate_grad(const A* a, const A* X, A c, int64_t rows, int64_t C, A* co
     }
     if (t < rows) dg[t * stride] = from_acc<T>(suffix + cross);
   }
+}
+
+// store_gate_grad with s (the e_i terms, docs/design.md) joining X's last row: dG -= s, and at
+// the chunk end + sum(s) + c.
+template <typename T, typename A>
+void store_chunk_gate_grad(const A* a, A* X, const A* s, A c, int64_t rows, int64_t C, A* col,
+                           T* dg, int64_t stride) {
+  for (int64_t l = 0; l + 1 < C; ++l) X[(C - 1) * C + l] += s[l];
+  store_gate_grad(a, X, c, rows, C, col, dg, stride);
 }
 
 // Entry points (one file each); inputs are validated by the dispatcher.

@@ -36,11 +36,9 @@ __global__ void decay_state_kernel(Dims d, int64_t c, const A* gamma, const A* s
 // out.o = the real rows of every O tile.
 template <typename T, typename A>
 __global__ void store_o_kernel(Dims d, const A* o, T* out) {
-  const int64_t C = d.C, V = d.V;
-  GDN_GRID_LOOP(e, d.B * d.HV * d.NT * C * V) {
-    const int64_t i = e / (C * V), r = (e / V) % C, l = e % V;
-    const int64_t s = i / d.NT, t = (i % d.NT) * C + r;
-    if (t < d.T) out[d.vo(s / d.HV, t, s % d.HV) + l] = from_acc<T>(o[e]);
+  GDN_GRID_LOOP(e, d.B * d.HV * d.NT * d.C * d.V) {
+    const ValueElem x = value_elem(d, e);
+    if (x.real) out[x.at] = from_acc<T>(o[e]);
   }
 }
 
@@ -53,7 +51,7 @@ void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs
   const Dims d = dims_of(p);
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
   const int64_t nv = p.B * p.HV * NT, slices = p.B * p.HV;
-  const ChunkedBuffers<A> w(p, out.workspace, out.residual, false);
+  const ChunkedLayout<A> w(p, out.workspace, out.residual, false, ChunkedSide::cuda);
   A* states = out.residual;
   load_all(d, in, w, stream);
   prepare_chunks(d, w, false, static_cast<A*>(nullptr), stream);
@@ -86,7 +84,7 @@ void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs
 }
 
 int64_t chunked_workspace(const Problem& p, bool backward) {
-  return ChunkedBuffers<float>(p, nullptr, nullptr, backward).used;
+  return ChunkedLayout<float>(p, nullptr, nullptr, backward, ChunkedSide::cuda).used;
 }
 
 GDN_GDR_CUDA_INSTANTIATE_FWD(chunked_forward, cudaStream_t)
