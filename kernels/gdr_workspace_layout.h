@@ -1,8 +1,8 @@
 // Host-side workspace layouts of the gated delta rule, shared by the CPU kernels
-// (kernels/cpu/gdr_*.cpp) and the CUDA kernels (kernels/cuda/gdr_*): the carver that cuts a
-// buffer into 16-element-aligned pieces, the residual's pieces, and the layouts that both sides
-// carve the same way (the chunked buffers, the recurrent and ssd backward's per-slice scratch).
-// A layout written once sizes the workspace (base == nullptr) and carves it, on either side.
+// (kernels/cpu/gdr_*.cpp) and the CUDA kernels (kernels/cuda/gdr_*): the carver that cuts a buffer
+// into 16-element-aligned pieces, the residual's pieces, and the layouts that both sides carve the
+// same way (the chunked buffers, the recurrent and ssd per-slice scratch). A layout written once
+// sizes the workspace (base == nullptr) and carves it, on either side.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -74,24 +74,29 @@ enum class ChunkedSide { cpu, cuda };
 template <typename A>
 struct ChunkedLayout {
   // forward and recompute
-  A *kq = nullptr, *kqk = nullptr;  // key slices: [k; scale q] (2C x K), [KK; QK] (2C x C)
-  A *v = nullptr, *G = nullptr, *gamma = nullptr, *e = nullptr, *beta = nullptr;  // C x V, C each
-  A *a = nullptr, *p = nullptr;                                                   // A, P (C x C)
-  A *x = nullptr, *wu = nullptr;                  // [Xw | Xu], [W | U] (C x (K + V))
-  A *qg = nullptr, *ke = nullptr, *vn = nullptr;  // gamma Q, e K (C x K), Vn (C x V, ld_vn)
+  A *kq = nullptr,
+    *kqk = nullptr;  // key slices: [k; scale q] (2C x K), [KK; QK] (2C x C)
+  A *v = nullptr, *G = nullptr, *gamma = nullptr, *e = nullptr,
+    *beta = nullptr;              // C x V, C each
+  A *a = nullptr, *p = nullptr;   // A, P (C x C)
+  A *x = nullptr, *wu = nullptr;  // [Xw | Xu], [W | U] (C x (K + V))
+  A *qg = nullptr, *ke = nullptr,
+    *vn = nullptr;  // gamma Q, e K (C x K), Vn (C x V, ld_vn)
   // backward only
-  A *d_o = nullptr, *gam = nullptr;                             // dO, Gam
-  A* dqk = nullptr;                                             // [dQ; dK] of one value head
-  A *dSloc = nullptr, *dSend = nullptr;                         // K x V each
-  A *dwu = nullptr, *dpb = nullptr;                             // [dW | dU]; [dP (then dPG); Bsym]
-  A* da = nullptr;                                              // dA (then dM)
-  A *t1 = nullptr, *xg = nullptr, *dG = nullptr, *s = nullptr;  // ChunkedSide::cuda only
+  A *d_o = nullptr, *gam = nullptr;      // dO, Gam
+  A* dqk = nullptr;                      // [dQ; dK] of one value head
+  A *dSloc = nullptr, *dSend = nullptr;  // K x V each
+  A *dwu = nullptr, *dpb = nullptr;      // [dW | dU]; [dP (then dPG); Bsym]
+  A* da = nullptr;                       // dA (then dM)
+  A *t1 = nullptr, *xg = nullptr, *dG = nullptr,
+    *s = nullptr;     // ChunkedSide::cuda only
   int64_t ld_vn = 0;  // K + V where Vn overwrites U, else V
   int64_t used = 0;
 
   ChunkedLayout(const Problem& pr, A* ws, A* residual, bool backward, ChunkedSide side) {
     const int64_t C = pr.chunk, K = pr.K, V = pr.V, NT = pr.num_chunks();
-    const int64_t nk = pr.B * pr.H * NT, nv = pr.B * pr.HV * NT;  // key / value chunks
+    const int64_t nk = pr.B * pr.H * NT,
+                  nv = pr.B * pr.HV * NT;  // key / value chunks
     const bool full = pr.residual == Residual::full;
     Carver<A*> c(ws);
     kq = c.take(nk * 2 * C * K);
@@ -132,24 +137,34 @@ struct ChunkedLayout {
   }
 };
 
-// The recurrent backward's scratch per (b, key head): the states after each step of one chunk
-// (C x K x V), dS (K x V), the step vectors (CPU only: the CUDA kernel keeps them in shared
-// memory), and the fp32/fp64 dq, dk of the whole sequence summed over the group.
+// The recurrent implementation's scratch of one slice (kernels/cpu/gdr_recurrent.cpp; the CUDA
+// backward, kernels/cuda/gdr_recurrent.cu, carves its per-key-slice workspace the same way, as
+// offsets, without the step vectors, which it keeps in shared memory).
+// Forward, per (b, value head): S (K x V) and the step vectors q, k (K), v, u (V).
+// Backward, per (b, key head): the states after each step of one chunk (C x K x V), dS (K x V),
+// the step vectors q, k, v, d_o, r, du, dr, and the fp32/fp64 dq, dk of the whole sequence summed
+// over the group.
 template <typename Slot>
-struct RecurrentBackwardScratch {
-  Slot states{}, dS{};
-  Slot q{}, k{}, v{}, d_o{}, r{}, du{}, dr{};  // with step vectors: K, K, then V each
-  Slot dq{}, dk{};
+struct RecurrentScratch {
+  Slot S{}, u{};                               // forward
+  Slot states{}, dS{}, dq{}, dk{};             // backward
+  Slot q{}, k{}, v{}, d_o{}, r{}, du{}, dr{};  // step vectors (d_o, r, du, dr: backward)
   int64_t used = 0;
-  RecurrentBackwardScratch(const Problem& p, Slot base, bool step_vectors) {
+  RecurrentScratch(const Problem& p, Slot base, bool backward, bool step_vectors = true) {
     Carver<Slot> c(base);
-    states = c.take(p.chunk * p.K * p.V);
-    dS = c.take(p.K * p.V);
-    if (step_vectors) {
+    if (!backward) {
+      S = c.take(p.K * p.V);
       c.take_each(p.K, q, k);
-      c.take_each(p.V, v, d_o, r, du, dr);
+      c.take_each(p.V, v, u);
+    } else {
+      states = c.take(p.chunk * p.K * p.V);
+      dS = c.take(p.K * p.V);
+      if (step_vectors) {
+        c.take_each(p.K, q, k);
+        c.take_each(p.V, v, d_o, r, du, dr);
+      }
+      c.take_each(p.T * p.K, dq, dk);
     }
-    c.take_each(p.T * p.K, dq, dk);
     used = c.used();
   }
 };

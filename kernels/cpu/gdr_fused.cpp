@@ -18,70 +18,53 @@ namespace {
 
 using cpu::gemm;
 
-// Buffers of one forward slice. kq = [k; scale q] (2C x K), kqk = [K K^T; Q K^T] (2C x C; the
-// lower half becomes P), x = [Xw | Xu], wu = [W | U] whose U columns become Vn.
+// The scratch of one slice: forward per (b, value head), backward per (b, key head) with the tiles
+// of one value head reused across the group. kq = [k; scale q] (2C x K), kqk = [K K^T; Q K^T]
+// (2C x C; in the forward its lower half becomes P), x = [Xw | Xu], wu = [W | U] whose U columns
+// become Vn.
 template <typename A>
-struct ForwardScratch {
-  A *kq, *kqk, *G, *gamma, *e, *beta, *a, *inv_tmp, *x, *wu, *qg, *o, *S;
+struct Scratch {
+  // both directions
+  A *kq{}, *kqk{}, *G{}, *gamma{}, *e{}, *beta{}, *a{}, *inv_tmp{}, *x{}, *wu{}, *qg{};
+  // forward
+  A *o{}, *S{};
+  // backward: dqk (the group's), one value head's tiles, then the group's dS' (group x K x V)
+  A *dqk{}, *v{}, *d_o{}, *dG{}, *dbeta{}, *s{}, *gam{}, *p{}, *ke{}, *DS{}, *dwu{}, *dpb{}, *da{},
+      *t1{}, *xg{}, *col{}, *tmp{}, *dS_new{}, *dS{};
   int64_t used = 0;
-  ForwardScratch(const Problem& p, A* base) {
-    const int64_t C = p.chunk, K = p.K, V = p.V;
-    Carver<A*> c(base);
-    kq = c.take(2 * C * K);
-    kqk = c.take(2 * C * C);
-    c.take_each(C, G, gamma, e, beta);
-    a = c.take(C * C);
-    inv_tmp = c.take(invert_tmp_elems(C));
-    c.take_each(C * (K + V), x, wu);
-    qg = c.take(C * K);
-    o = c.take(C * V);
-    S = c.take(K * V);
-    used = c.used();
-  }
-};
-
-// Buffers of one backward slice (b, key head): the shared chunk tiles, the per-value-head tiles
-// (reused across the group) and the running dS' of every value head in the group.
-template <typename A>
-struct BackwardScratch {
-  A *kq, *kqk, *dqk;  // shared by the group
-  A *v, *d_o, *G, *gamma, *e, *beta, *dG, *dbeta, *s, *gam, *a, *inv_tmp, *p, *x, *wu, *qg, *ke,
-      *DS, *dwu, *dpb, *da, *t1, *xg, *col, *tmp, *dS_new;  // one value head
-  A* dS;                                                    // group x K x V
-  int64_t used = 0;
-  BackwardScratch(const Problem& pr, A* base) {
+  Scratch(const Problem& pr, A* base, bool backward) {
     const int64_t C = pr.chunk, K = pr.K, V = pr.V;
     Carver<A*> c(base);
     kq = c.take(2 * C * K);
     kqk = c.take(2 * C * C);
-    dqk = c.take(2 * C * K);
-    c.take_each(C * V, v, d_o);
-    c.take_each(C, G, gamma, e, beta, dG, dbeta, s);
-    c.take_each(C * C, gam, a);
-    inv_tmp = c.take(invert_tmp_elems(C));
-    p = c.take(C * C);
-    c.take_each(C * (K + V), x, wu);
-    c.take_each(C * K, qg, ke, DS);
-    dwu = c.take(C * (K + V));
-    dpb = c.take(2 * C * C);
-    c.take_each(C * C, da, t1, xg);
-    col = c.take(C);
-    tmp = c.take(C * K);
-    dS_new = c.take(K * V);
-    dS = c.take(pr.group() * K * V);
+    if (!backward) {
+      c.take_each(C, G, gamma, e, beta);
+      a = c.take(C * C);
+      inv_tmp = c.take(invert_tmp_elems(C));
+      c.take_each(C * (K + V), x, wu);
+      qg = c.take(C * K);
+      o = c.take(C * V);
+      S = c.take(K * V);
+    } else {
+      dqk = c.take(2 * C * K);
+      c.take_each(C * V, v, d_o);
+      c.take_each(C, G, gamma, e, beta, dG, dbeta, s);
+      c.take_each(C * C, gam, a);
+      inv_tmp = c.take(invert_tmp_elems(C));
+      p = c.take(C * C);
+      c.take_each(C * (K + V), x, wu);
+      c.take_each(C * K, qg, ke, DS);
+      dwu = c.take(C * (K + V));
+      dpb = c.take(2 * C * C);
+      c.take_each(C * C, da, t1, xg);
+      col = c.take(C);
+      tmp = c.take(C * K);
+      dS_new = c.take(K * V);
+      dS = c.take(pr.group() * K * V);
+    }
     used = c.used();
   }
 };
-
-// Loads [k; scale q] of chunk c for key head h and forms [K K^T; Q K^T].
-template <typename T, typename A>
-void load_keys(const Problem& p, const Inputs<T>& in, int64_t b, int64_t h, int64_t t0, int64_t len,
-               A* kq, A* kqk) {
-  const int64_t C = p.chunk, K = p.K;
-  load_rows(in.k + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(1), kq, K);
-  load_rows(in.q + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
-  gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), kqk, C);
-}
 
 // X = [diag(beta gamma) K | diag(beta) V] (v given as C x V rows, ld_v).
 template <typename A>
@@ -97,12 +80,14 @@ void form_x(int64_t C, int64_t K, int64_t V, const A* k, const A* v, int64_t ld_
 
 // ---- forward ----------------------------------------------------------------------------------
 
-// One forward chunk of slice (b, hv) up to Vn (in the U columns of w.wu), with P in the lower half
-// of w.kqk and the v rows in w.o; the keys and gates must be loaded.
+// Loads the keys, gates and v of the chunk at t0 of slice (b, hv) and forms P (in the lower half
+// of w.kqk) and Vn (in the U columns of w.wu).
 template <typename T, typename A>
-void forward_chunk_vn(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
-                      int64_t len, const ForwardScratch<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
+ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
+                          int64_t len, const Scratch<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, b, t0, hv);
+  load_keys(p, in, b, hv / p.group(), t0, len, true, w.kq, w.kqk);
+  load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
   A* P = w.kqk + C * C;
   // M_ij = beta_i (k_i.k_j) Gam_ij (i > j);  P = (Q K^T) o Gam (i >= j)
   for (int64_t i = 0; i < C; ++i) {
@@ -124,26 +109,14 @@ void forward_chunk_vn(const Problem& p, const Inputs<T>& in, int64_t b, int64_t 
   form_x(C, K, V, w.kq, w.o, V, w.beta, w.gamma, w.x);
   gemm(false, false, C, KpV, C, A(1), w.a, C, w.x, KpV, A(0), w.wu, KpV);
   gemm(false, false, C, V, K, A(-1), w.wu, KpV, w.S, V, A(1), w.wu + K, KpV);
+  return ChunkPVn<A>{P, w.wu + K, KpV};
 }
 
-// One forward slice (b, value head): chunk by chunk, the chunk-start state into the residual,
-// Vn, then O = (gamma Q) S + P Vn and S' = gamma_C S + (e K)^T Vn.
+// One forward slice (b, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
 void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                   const ForwardScratch<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks();
-  const int64_t b = s / p.HV, hv = s % p.HV, h = hv / p.group();
-  copy_or_zero(w.S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
-  for (int64_t c = 0; c < NT; ++c) {
-    const int64_t t0 = c * C, len = std::min<int64_t>(C, p.T - t0), go = gate_offset(p, b, t0, hv);
-    std::memcpy(out.residual + (s * NT + c) * KV, w.S, KV * sizeof(A));
-    load_keys(p, in, b, h, t0, len, w.kq, w.kqk);
-    load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
-    forward_chunk_vn(p, in, b, hv, t0, len, w);
-    output_and_next_state(p, w.kq, w.kq + C * K, w.gamma, w.e, w.kqk + C * C, w.wu + K, K + V, w.qg,
-                          w.o, w.S, len, out.o + vo_offset(p, b, t0, hv), p.HV * V);
-  }
-  if (p.want_ht) std::memcpy(out.ht + s * KV, w.S, KV * sizeof(A));
+                   const Scratch<A>& w) {
+  forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -153,7 +126,7 @@ void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
 // columns), gamma Q, e K. The keys must be loaded.
 template <typename T, typename A>
 void recompute_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, int64_t b, int64_t hv,
-                     int64_t t0, int64_t len, const A* S, const BackwardScratch<A>& w) {
+                     int64_t t0, int64_t len, const A* S, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, b, t0, hv);
   const A *k = w.kq, *qs = w.kq + C * K, *KK = w.kqk, *QK = w.kqk + C * C;
   load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
@@ -180,7 +153,7 @@ void recompute_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, int64_
 // dVn = diag(e) K dS' + P^T dO;  s_i = e_i k_i . (dS' vn_i) = (diag(e) K dS')_i . vn_i;
 // dS = gamma_C dS' + (diag(gamma) Q)^T dO - W^T dVn (into dS_new). Returns <S, dS'>.
 template <typename A>
-A value_and_state_grads(const Problem& p, const A* S, const A* dSp, const BackwardScratch<A>& w) {
+A value_and_state_grads(const Problem& p, const A* S, const A* dSp, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
   const A* vn = w.wu + K;
   A* dvn = w.dwu + K;
@@ -197,7 +170,7 @@ A value_and_state_grads(const Problem& p, const A* S, const A* dSp, const Backwa
 // dXw.k
 template <typename T, typename A>
 void wy_grads(const Problem& p, const BackwardArgs<T>& args, int64_t b, int64_t hv, int64_t t0,
-              int64_t len, const A* S, const BackwardScratch<A>& w) {
+              int64_t len, const A* S, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
   const A* k = w.kq;
   A* dk = w.dqk + C * K;
@@ -221,7 +194,7 @@ void wy_grads(const Problem& p, const BackwardArgs<T>& args, int64_t b, int64_t 
 // dM = strictly_lower(-A^T dA A^T);  dbeta += rowsum(dM o Gam o KK);  Bsym = B + B^T with
 // B = diag(beta) (dM o Gam);  X += dM o M;  then [dQ; dK] += [dPG; Bsym] K.
 template <typename A>
-void decay_grads(const Problem& p, const BackwardScratch<A>& w) {
+void decay_grads(const Problem& p, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K;
   const A* KK = w.kqk;
   gemm(false, true, C, C, C, A(1), w.da, C, w.a, C, A(0), w.t1, C);
@@ -243,15 +216,15 @@ void decay_grads(const Problem& p, const BackwardScratch<A>& w) {
 }
 
 // Value head j of key slice (b, h) at chunk c: recompute, then its part of [dQ; dK] (into w.dqk),
-// its dv, dg, dbeta, and dS' <- dS for the chunk before.
+// its dv, dg, dbeta, and its dS (into w.dS_new).
 template <typename T, typename A>
 void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                          int64_t b, int64_t h, int64_t j, int64_t c, int64_t t0, int64_t len,
-                         const BackwardScratch<A>& w) {
+                         const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
   const int64_t hv = h * p.group() + j, go = gate_offset(p, b, t0, hv);
   const A* S = args.residual + ((b * p.HV + hv) * p.num_chunks() + c) * KV;
-  A* dSp = w.dS + j * KV;  // dS' (gradient of the chunk-end state)
+  const A* dSp = w.dS + j * KV;  // dS' (gradient of the chunk-end state)
   recompute_chunk(p, in, args.d_o, b, hv, t0, len, S, w);
   // dG = a + rowsum(X) - colsum(X) (+ c at the end), X strictly lower: see store_gate_grad.
   query_state_grad(p, w.d_o, S, w.qg, w.gamma, w.DS, w.dG, w.dqk);
@@ -264,39 +237,17 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
   store_chunk_gate_grad(w.dG, w.xg, w.s, w.gamma[C - 1] * state_dot, len, C, w.col, args.dg + go,
                         p.HV);
   for (int64_t i = 0; i < len; ++i) args.dbeta[go + i * p.HV] = from_acc<T>(w.dbeta[i]);
-  std::memcpy(dSp, w.dS_new, KV * sizeof(A));
+}
+
+// Key slice kh = (b, key head) with the value heads of its group (backward_walk).
+template <typename T, typename A>
+void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
+                    const Scratch<A>& w) {
+  backward_walk(p, in, args, kh, true, w.kqk, w, value_head_backward<T, A>);
 }
 
 }  // namespace
 
-int64_t fused_forward_workspace(const Problem& p) {
-  return p.B * p.HV * ForwardScratch<float>(p, nullptr).used;
-}
-int64_t fused_backward_workspace(const Problem& p) {
-  return p.B * p.H * BackwardScratch<float>(p, nullptr).used;
-}
-
-template <typename T>
-void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
-  using W = ForwardScratch<acc_t<T>>;
-  for_each_slice<W>(p, p.B * p.HV, out.workspace,
-                    [&](int64_t s, const W& w) { forward_slice(p, in, out, s, w); });
-}
-
-template <typename T>
-void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
-  using W = BackwardScratch<acc_t<T>>;
-  for_each_slice<W>(p, p.B * p.H, args.workspace, [&](int64_t kh, const W& w) {
-    const int64_t b = kh / p.H, h = kh % p.H;
-    backward_key_slice(
-        p, args, b, h, w.dS, w.dqk,
-        [&](int64_t t0, int64_t len) { load_keys(p, in, b, h, t0, len, w.kq, w.kqk); },
-        [&](int64_t j, int64_t c, int64_t t0, int64_t len) {
-          value_head_backward(p, in, args, b, h, j, c, t0, len, w);
-        });
-  });
-}
-
-GDN_GDR_INSTANTIATE(fused)
+GDN_GDR_DEFINE_BY_SLICES(fused, Scratch)
 
 }  // namespace gdn::gdr::detail

@@ -18,14 +18,17 @@
 
 namespace gdn::gdr::detail {
 
-// Runs body(s, w) for the slices s < n in parallel (static schedule, so each slice's sums run in
-// a fixed order), w the slice's Scratch carved from ws at s * Scratch(p, nullptr).used.
+// Runs body(s, w) for the value slices s = (b, value head) (forward) or the key slices
+// s = (b, key head) (backward) in parallel (static schedule, so every sum runs in a fixed order),
+// w the slice's Scratch(p, base, backward) carved from ws at s * Scratch(p, nullptr,
+// backward).used.
 template <class Scratch, typename A, class Body>
-void for_each_slice(const Problem& p, int64_t n, A* ws, const Body& body) {
-  const int64_t per_slice = Scratch(p, nullptr).used;
+void for_each_slice(const Problem& p, bool backward, A* ws, const Body& body) {
+  const int64_t n = backward ? p.B * p.H : p.B * p.HV;
+  const int64_t per_slice = Scratch(p, nullptr, backward).used;
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < n; ++s) {
-    Scratch w(p, ws + s * per_slice);
+    const Scratch w(p, ws + s * per_slice, backward);
     body(s, w);
   }
 }
@@ -231,5 +234,31 @@ GDN_GDR_DECLARE(ssd)
                                         const BackwardArgs<double>&);          \
   template void name##_backward<bf16>(const Problem&, const Inputs<bf16>&,     \
                                       const BackwardArgs<bf16>&);
+
+// Defines the entry points of an implementation that runs every slice with scratch of its own
+// (recurrent, fused, ssd): Scratch<A>(p, base, backward) carves one slice's scratch, and the
+// implementation's forward_slice(p, in, out, s, w) runs value slice s,
+// backward_slice(p, in, args, kh, w) key slice kh with the value heads of its group
+// (for_each_slice).
+#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                                 \
+  int64_t name##_forward_workspace(const Problem& p) {                                          \
+    return p.B * p.HV * Scratch<float>(p, nullptr, false).used;                                 \
+  }                                                                                             \
+  int64_t name##_backward_workspace(const Problem& p) {                                         \
+    return p.B * p.H * Scratch<float>(p, nullptr, true).used;                                   \
+  }                                                                                             \
+  template <typename T>                                                                         \
+  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {    \
+    for_each_slice<Scratch<acc_t<T>>>(p, false, out.workspace, [&](int64_t s, const auto& w) {  \
+      forward_slice(p, in, out, s, w);                                                          \
+    });                                                                                         \
+  }                                                                                             \
+  template <typename T>                                                                         \
+  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {    \
+    for_each_slice<Scratch<acc_t<T>>>(p, true, args.workspace, [&](int64_t kh, const auto& w) { \
+      backward_slice(p, in, args, kh, w);                                                       \
+    });                                                                                         \
+  }                                                                                             \
+  GDN_GDR_INSTANTIATE(name)
 
 }  // namespace gdn::gdr::detail

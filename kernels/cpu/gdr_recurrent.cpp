@@ -15,26 +15,9 @@ namespace gdn::gdr::detail {
 
 namespace {
 
-// Per (b, value head) scratch of the forward: S (K x V), q, k (K), v, u (V).
+// The scratch of one slice (kernels/gdr_workspace_layout.h), with the step vectors.
 template <typename A>
-struct ForwardScratch {
-  A *S, *q, *k, *v, *u;
-  int64_t used = 0;
-  ForwardScratch(const Problem& p, A* base) {
-    Carver<A*> c(base);
-    S = c.take(p.K * p.V);
-    c.take_each(p.K, q, k);
-    c.take_each(p.V, v, u);
-    used = c.used();
-  }
-};
-
-// Per (b, key head) scratch of the backward (kernels/gdr_workspace_layout.h), with its step
-// vectors.
-template <typename A>
-struct BackwardScratch : RecurrentBackwardScratch<A*> {
-  BackwardScratch(const Problem& p, A* base) : RecurrentBackwardScratch<A*>(p, base, true) {}
-};
+using Scratch = RecurrentScratch<A*>;
 
 template <typename T, typename A>
 void load_vec(const T* src, int64_t n, A mul, A* dst) {
@@ -87,7 +70,7 @@ void step_forward(int64_t K, int64_t V, A alpha, A beta, const A* q, const A* k,
 // residual.
 template <typename T, typename A>
 void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                   const ForwardScratch<A>& w) {
+                   const Scratch<A>& w) {
   const int64_t K = p.K, V = p.V, C = p.chunk, NT = p.num_chunks(), KV = K * V;
   const int64_t b = s / p.HV, hv = s % p.HV, h = hv / p.group();
   copy_or_zero(w.S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
@@ -105,7 +88,7 @@ void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
 // recomputed from the chunk-start state S0.
 template <typename T, typename A>
 void recompute_states(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
-                      int64_t len, const A* S0, const BackwardScratch<A>& w) {
+                      int64_t len, const A* S0, const Scratch<A>& w) {
   const int64_t KV = p.K * p.V, h = hv / p.group();
   for (int64_t i = 0; i < len; ++i) {
     A* S = w.states + i * KV;
@@ -119,8 +102,7 @@ void recompute_states(const Problem& p, const Inputs<T>& in, int64_t b, int64_t 
 // adds to dS (then dS_prev), to the group's dq, dk rows of t, and writes dv, dg, dbeta of t.
 template <typename T, typename A>
 void step_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t b,
-                   int64_t t, int64_t hv, const A* S_prev, const A* S_t,
-                   const BackwardScratch<A>& w) {
+                   int64_t t, int64_t hv, const A* S_prev, const A* S_t, const Scratch<A>& w) {
   const int64_t K = p.K, V = p.V, h = hv / p.group();
   const A scale = A(p.scale);
   const StepGates<A> gates = load_step(p, in, b, t, h, hv, w.q, w.k, w.v);
@@ -173,8 +155,8 @@ void step_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
 // in reverse (recomputing the chunk's states, then the steps in reverse); dq, dk summed over the
 // group in the scratch, stored at the end.
 template <typename T, typename A>
-void backward_key_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                        int64_t kh, const BackwardScratch<A>& w) {
+void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
+                    const Scratch<A>& w) {
   const int64_t K = p.K, C = p.chunk, NT = p.num_chunks(), KV = K * p.V;
   const int64_t b = kh / p.H, h = kh % p.H;
   std::memset(w.dq, 0, p.T * K * sizeof(A));
@@ -200,27 +182,6 @@ void backward_key_slice(const Problem& p, const Inputs<T>& in, const BackwardArg
 
 }  // namespace
 
-int64_t recurrent_forward_workspace(const Problem& p) {
-  return p.B * p.HV * ForwardScratch<float>(p, nullptr).used;
-}
-int64_t recurrent_backward_workspace(const Problem& p) {
-  return p.B * p.H * BackwardScratch<float>(p, nullptr).used;
-}
-
-template <typename T>
-void recurrent_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
-  using W = ForwardScratch<acc_t<T>>;
-  for_each_slice<W>(p, p.B * p.HV, out.workspace,
-                    [&](int64_t s, const W& w) { forward_slice(p, in, out, s, w); });
-}
-
-template <typename T>
-void recurrent_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
-  using W = BackwardScratch<acc_t<T>>;
-  for_each_slice<W>(p, p.B * p.H, args.workspace,
-                    [&](int64_t kh, const W& w) { backward_key_slice(p, in, args, kh, w); });
-}
-
-GDN_GDR_INSTANTIATE(recurrent)
+GDN_GDR_DEFINE_BY_SLICES(recurrent, Scratch)
 
 }  // namespace gdn::gdr::detail

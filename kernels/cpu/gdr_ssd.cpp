@@ -16,64 +16,46 @@ namespace {
 
 using cpu::gemm;
 
-// The per-slice scratch (kernels/gdr_workspace_layout.h: SsdScratch) of each direction.
+// The scratch of one slice (kernels/gdr_workspace_layout.h).
 template <typename A>
-struct ForwardScratch : SsdScratch<A*> {
-  ForwardScratch(const Problem& p, A* base) : SsdScratch<A*>(p, base, false) {}
-};
-template <typename A>
-struct BackwardScratch : SsdScratch<A*> {
-  BackwardScratch(const Problem& p, A* base) : SsdScratch<A*>(p, base, true) {}
-};
+using Scratch = SsdScratch<A*>;
 
-// Loads [k; scale q] of one chunk and forms Q K^T.
+// Loads the keys, gates and v of the chunk at t0 of slice (b, hv) and forms P = (Q K^T) o Gam
+// (lower, diagonal included; over Q K^T); Vn is V.
 template <typename T, typename A>
-void load_keys(const Problem& p, const Inputs<T>& in, int64_t b, int64_t h, int64_t t0, int64_t len,
-               A* kq, A* qk) {
-  const int64_t C = p.chunk, K = p.K;
-  load_rows(in.k + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(1), kq, K);
-  load_rows(in.q + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
-  gemm(false, true, C, C, K, A(1), kq + C * K, K, kq, K, A(0), qk, C);
+ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
+                          int64_t len, const Scratch<A>& w) {
+  const int64_t C = p.chunk, V = p.V;
+  load_keys(p, in, b, hv / p.group(), t0, len, false, w.kq, w.qk);
+  load_gates(in.g + gate_offset(p, b, t0, hv), static_cast<const T*>(nullptr), p.HV, len, C, w.G,
+             w.gamma, w.e, static_cast<A*>(nullptr));
+  load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
+  for (int64_t i = 0; i < C; ++i) {
+    A* d = w.o;  // Gam_ij, j <= i (o is written later)
+    decay_row(w.G, w.G[i], i + 1, d);
+    for (int64_t j = 0; j <= i; ++j) w.qk[i * C + j] *= d[j];
+    for (int64_t j = i + 1; j < C; ++j) w.qk[i * C + j] = 0;
+  }
+  return ChunkPVn<A>{w.qk, w.v, V};
 }
 
-// One forward slice (b, value head): chunk by chunk, the chunk-start state into the residual,
-// P = (Q K^T) o Gam, then O = (gamma Q) S + P V and S' = gamma_C S + (e K)^T V.
+// One forward slice (b, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
 void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                   const ForwardScratch<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks();
-  const int64_t b = s / p.HV, hv = s % p.HV, h = hv / p.group();
-  copy_or_zero(w.S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
-  for (int64_t c = 0; c < NT; ++c) {
-    const int64_t t0 = c * C, len = std::min<int64_t>(C, p.T - t0);
-    std::memcpy(out.residual + (s * NT + c) * KV, w.S, KV * sizeof(A));
-    load_keys(p, in, b, h, t0, len, w.kq, w.qk);
-    load_gates(in.g + gate_offset(p, b, t0, hv), static_cast<const T*>(nullptr), p.HV, len, C, w.G,
-               w.gamma, w.e, static_cast<A*>(nullptr));
-    load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
-    // P = (Q K^T) o Gam (lower, diagonal included)
-    for (int64_t i = 0; i < C; ++i) {
-      A* d = w.o;  // Gam_ij, j <= i (o is written later)
-      decay_row(w.G, w.G[i], i + 1, d);
-      for (int64_t j = 0; j <= i; ++j) w.qk[i * C + j] *= d[j];
-      for (int64_t j = i + 1; j < C; ++j) w.qk[i * C + j] = 0;
-    }
-    output_and_next_state(p, w.kq, w.kq + C * K, w.gamma, w.e, w.qk, w.v, V, w.qg, w.o, w.S, len,
-                          out.o + vo_offset(p, b, t0, hv), p.HV * V);
-  }
-  if (p.want_ht) std::memcpy(out.ht + s * KV, w.S, KV * sizeof(A));
+                   const Scratch<A>& w) {
+  forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
 // Value head j of key slice (b, h) at chunk c: its part of [dQ; dK] (into w.dqk), its dv, dg,
-// and dS' <- dS for the chunk before. The keys (k, scale q, Q K^T) must be loaded.
+// and its dS (into w.dS_new). The keys (k, scale q, Q K^T) must be loaded.
 template <typename T, typename A>
 void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                          int64_t b, int64_t h, int64_t j, int64_t c, int64_t t0, int64_t len,
-                         const BackwardScratch<A>& w) {
+                         const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V;
   const int64_t hv = h * p.group() + j, go = gate_offset(p, b, t0, hv);
   const A* S = args.residual + ((b * p.HV + hv) * p.num_chunks() + c) * KV;
-  A* dSp = w.dS + j * KV;
+  const A* dSp = w.dS + j * KV;
   const A *k = w.kq, *qs = w.kq + C * K;
   A *dq = w.dqk, *dk = w.dqk + C * K;
   load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
@@ -102,41 +84,23 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
   gemm(false, false, C, K, C, A(1), w.dp, C, k, K, A(1), dq, K);  // dQ += dPG K
   store_chunk_gate_grad(w.dG, w.xg, w.s, w.gamma[C - 1] * state_dot, len, C, w.col, args.dg + go,
                         p.HV);
-  std::memcpy(dSp, w.dS_new, KV * sizeof(A));
+}
+
+// Key slice kh = (b, key head) with the value heads of its group (backward_walk); their dbeta is
+// zero (no delta rule).
+template <typename T, typename A>
+void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
+                    const Scratch<A>& w) {
+  const int64_t b = kh / p.H, h = kh % p.H;
+  if (args.dbeta)
+    for (int64_t t = 0; t < p.T; ++t)
+      for (int64_t j = 0; j < p.group(); ++j)
+        args.dbeta[gate_offset(p, b, t, h * p.group() + j)] = from_acc<T>(A(0));
+  backward_walk(p, in, args, kh, false, w.qk, w, value_head_backward<T, A>);
 }
 
 }  // namespace
 
-int64_t ssd_forward_workspace(const Problem& p) {
-  return p.B * p.HV * ForwardScratch<float>(p, nullptr).used;
-}
-int64_t ssd_backward_workspace(const Problem& p) {
-  return p.B * p.H * BackwardScratch<float>(p, nullptr).used;
-}
-
-template <typename T>
-void ssd_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
-  using W = ForwardScratch<acc_t<T>>;
-  for_each_slice<W>(p, p.B * p.HV, out.workspace,
-                    [&](int64_t s, const W& w) { forward_slice(p, in, out, s, w); });
-}
-
-template <typename T>
-void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
-  using W = BackwardScratch<acc_t<T>>;
-  if (args.dbeta)
-    for (int64_t i = 0; i < p.B * p.T * p.HV; ++i) args.dbeta[i] = from_acc<T>(acc_t<T>(0));
-  for_each_slice<W>(p, p.B * p.H, args.workspace, [&](int64_t kh, const W& w) {
-    const int64_t b = kh / p.H, h = kh % p.H;
-    backward_key_slice(
-        p, args, b, h, w.dS, w.dqk,
-        [&](int64_t t0, int64_t len) { load_keys(p, in, b, h, t0, len, w.kq, w.qk); },
-        [&](int64_t j, int64_t c, int64_t t0, int64_t len) {
-          value_head_backward(p, in, args, b, h, j, c, t0, len, w);
-        });
-  });
-}
-
-GDN_GDR_INSTANTIATE(ssd)
+GDN_GDR_DEFINE_BY_SLICES(ssd, Scratch)
 
 }  // namespace gdn::gdr::detail

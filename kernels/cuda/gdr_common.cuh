@@ -73,9 +73,9 @@ __device__ void gate_grad_store(const A* a, const A* X, A c, int rows, int C, T*
 
 // Offsets (Acc elements) of the recurrent backward's per-key-slice scratch: the CPU's layout
 // without the step vectors, which live in shared memory.
-using RecurrentBackwardLayout = detail::RecurrentBackwardScratch<int64_t>;
+using RecurrentBackwardLayout = detail::RecurrentScratch<int64_t>;
 inline RecurrentBackwardLayout recurrent_backward_layout(const Problem& p) {
-  return RecurrentBackwardLayout(p, 0, false);
+  return RecurrentBackwardLayout(p, 0, true, false);
 }
 
 // Offsets of the ssd backward's per-key-slice scratch: the tiles of kernels/cpu/gdr_ssd.cpp's
