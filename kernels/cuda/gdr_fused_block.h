@@ -458,31 +458,33 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
                           tile == 0,
                           tile == d.NVT - 1};
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  const BackwardTiles<T> m(L, sm);
+  A *dS = sm + L.dS, *a = sm + L.a;
+  // each step forms its view of the tiles: one held across the chunk loop costs registers
+  const auto tiles = [&] { return BackwardTiles<T>(L, sm); };
 
   GDN_EACH_THREAD(ex, tid) {
     for (int x = tid; x < K * VT; x += ex.threads)
-      m.dS[x] = args.dht ? args.dht[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
-    for (int x = tid; x < C * C; x += ex.threads) m.a[x] = 0;
+      dS[x] = args.dht ? args.dht[(s * d.K + x / VT) * d.V + v0 + x % VT] : A(0);
+    for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
   }
   ex.sync();
   for (int64_t c = d.NT - 1; c >= 0; --c) {
     const int64_t t0 = c * d.C, rows = d.T - t0 < d.C ? d.T - t0 : d.C;
     const ChunkPlace at{s, b, hv, h, v0, c, t0, rows};
-    backward_load(ex, d, args, m, at);
-    state_products(ex, d, m);
-    recompute_vn(ex, d, m);
-    value_grads(ex, d, m);
-    query_grads(ex, d, args, m, chain, at);
-    decay_grads(ex, d, args, m, at);
-    gate_grads(ex, d, args, m, chain, at);
-    key_grads(ex, d, args, m, chain, at);
-    state_grad(ex, d, m);
+    backward_load(ex, d, args, tiles(), at);
+    state_products(ex, d, tiles());
+    recompute_vn(ex, d, tiles());
+    value_grads(ex, d, tiles());
+    query_grads(ex, d, args, tiles(), chain, at);
+    decay_grads(ex, d, args, tiles(), at);
+    gate_grads(ex, d, args, tiles(), chain, at);
+    key_grads(ex, d, args, tiles(), chain, at);
+    state_grad(ex, d, tiles());
   }
   if (args.dh0) {
     GDN_EACH_THREAD(ex, tid) {
       for (int x = tid; x < K * VT; x += ex.threads)
-        args.dh0[(s * d.K + x / VT) * d.V + v0 + x % VT] = m.dS[x];
+        args.dh0[(s * d.K + x / VT) * d.V + v0 + x % VT] = dS[x];
     }
   }
 }
