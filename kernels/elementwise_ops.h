@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/numeric.h"
 
@@ -124,55 +125,54 @@ GDN_HD A apply_binary(Binary op, A a, A b, A alpha) {
   return a;
 }
 
-// Calls f(std::integral_constant<Unary, op>{}) so loops can be instantiated per op: with the op
-// a compile-time constant, apply_unary's switch folds away and the loop vectorizes.
-#define GDN_UNARY_CASE(OP) \
-  case Unary::OP:          \
-    return f(std::integral_constant<Unary, Unary::OP>{})
-template <typename F>
-inline auto with_unary(Unary op, F&& f) {
-  switch (op) {
-    GDN_UNARY_CASE(neg);
-    GDN_UNARY_CASE(exp);
-    GDN_UNARY_CASE(log);
-    GDN_UNARY_CASE(sigmoid);
-    GDN_UNARY_CASE(silu);
-    GDN_UNARY_CASE(softplus);
-    GDN_UNARY_CASE(rsqrt);
-    GDN_UNARY_CASE(sqrt);
-    GDN_UNARY_CASE(square);
-    GDN_UNARY_CASE(tanh);
-    GDN_UNARY_CASE(abs);
-    GDN_UNARY_CASE(affine);
-    GDN_UNARY_CASE(pow);
-  }
-  return f(std::integral_constant<Unary, Unary::neg>{});
+// The last enumerators (with_unary and with_binary instantiate every op from 0 to these).
+constexpr Unary kLastUnary = Unary::pow;
+constexpr Binary kLastBinary = Binary::minimum;
+
+// Calls f(std::integral_constant<E, op>{}) for the runtime op (an enumerator 0 .. kLast of E; an
+// unknown value takes enumerator 0), so loops can be instantiated per op: with the op a
+// compile-time constant, apply_unary's (apply_binary's) switch folds away and the loop vectorizes.
+template <typename E, typename F, size_t... kOps>
+void with_op(E op, F& f, std::index_sequence<kOps...>) {
+  const bool found =
+      ((op == E(kOps) ? (f(std::integral_constant<E, E(kOps)>{}), true) : false) || ...);
+  if (!found) f(std::integral_constant<E, E(0)>{});
 }
-#undef GDN_UNARY_CASE
-#define GDN_BINARY_CASE(OP) \
-  case Binary::OP:          \
-    return f(std::integral_constant<Binary, Binary::OP>{})
 template <typename F>
-inline auto with_binary(Binary op, F&& f) {
-  switch (op) {
-    GDN_BINARY_CASE(add);
-    GDN_BINARY_CASE(sub);
-    GDN_BINARY_CASE(mul);
-    GDN_BINARY_CASE(div);
-    GDN_BINARY_CASE(sigmoid_grad);
-    GDN_BINARY_CASE(silu_grad);
-    GDN_BINARY_CASE(softplus_grad);
-    GDN_BINARY_CASE(tanh_grad);
-    GDN_BINARY_CASE(abs_grad);
-    GDN_BINARY_CASE(rsqrt_grad);
-    GDN_BINARY_CASE(sqrt_grad);
-    GDN_BINARY_CASE(pow_grad);
-    GDN_BINARY_CASE(maximum);
-    GDN_BINARY_CASE(minimum);
-  }
-  return f(std::integral_constant<Binary, Binary::add>{});
+void with_unary(Unary op, F&& f) {
+  with_op(op, f, std::make_index_sequence<size_t(kLastUnary) + 1>{});
 }
-#undef GDN_BINARY_CASE
+template <typename F>
+void with_binary(Binary op, F&& f) {
+  with_op(op, f, std::make_index_sequence<size_t(kLastBinary) + 1>{});
+}
+
+// Converts between any two storage types (bf16 and fp16 through float, whose range and precision
+// hold theirs).
+template <typename D, typename S>
+GDN_HD D convert(S x) {
+  if constexpr (std::is_same_v<S, D>) {
+    return x;
+  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, fp16>) {
+    return convert<D>(float(x));
+  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, fp16>) {
+    return D(float(x));
+  } else {
+    return static_cast<D>(x);
+  }
+}
+
+// Offset of element `linear` of a row-major iteration over shape with the given strides.
+GDN_HD int64_t strided_offset(int64_t linear, int ndim, const int64_t* shape,
+                              const int64_t* stride) {
+  int64_t off = 0;
+  for (int d = ndim - 1; d >= 0; --d) {
+    int64_t i = linear % shape[d];
+    linear /= shape[d];
+    off += i * stride[d];
+  }
+  return off;
+}
 
 // Broadcast layout of a binary op: output contiguous of `shape`, inputs read with their own
 // strides (0 along broadcast dimensions).

@@ -2,8 +2,6 @@
 // deterministic).
 #include "kernels/cpu/elementwise.h"
 
-#include <type_traits>
-
 #include "kernels/philox.h"
 
 namespace gdn::cpu {
@@ -16,30 +14,24 @@ inline acc_t<T> load(const T& x) {
   return to_acc(x);
 }
 
-// Converts between any two storage types through double (exact for every pair we support).
-template <typename D, typename S>
-inline D convert(S x) {
-  if constexpr (std::is_same_v<S, D>) {
-    return x;
-  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, fp16>) {
-    return convert<D>(float(x));
-  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, fp16>) {
-    return D(float(x));
-  } else {
-    return static_cast<D>(x);
-  }
-}
+using kern::convert;
+using kern::strided_offset;
 
-// Offset of element `linear` of a row-major iteration over shape with the given strides.
-inline int64_t strided_offset(int64_t linear, int ndim, const int64_t* shape,
-                              const int64_t* stride) {
-  int64_t off = 0;
-  for (int d = ndim - 1; d >= 0; --d) {
-    int64_t i = linear % shape[d];
-    linear /= shape[d];
-    off += i * stride[d];
+// A strided iteration over a shape as rows (the leading dims) of cols (the last dim) elements.
+struct Rows {
+  int64_t rows = 1, cols = 1;
+  Rows(int ndim, const int64_t* shape) {
+    for (int d = 0; d + 1 < ndim; ++d) rows *= shape[d];
+    if (ndim) cols = shape[ndim - 1];
   }
-  return off;
+};
+// The stride along the last dim (0 for a scalar).
+inline int64_t last_stride(int ndim, const int64_t* stride) {
+  return ndim ? stride[ndim - 1] : 0;
+}
+// The offset of row r (the leading dims).
+inline int64_t row_offset(int64_t r, int ndim, const int64_t* shape, const int64_t* stride) {
+  return ndim > 1 ? strided_offset(r, ndim - 1, shape, stride) : 0;
 }
 }  // namespace
 
@@ -59,19 +51,17 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
             double alpha) {
   using A = acc_t<T>;
   const A al = A(alpha);
-  int64_t rows = 1;
-  for (int d = 0; d + 1 < L.ndim; ++d) rows *= L.shape[d];
-  const int64_t cols = L.ndim ? L.shape[L.ndim - 1] : 1;
-  const int64_t sa = L.ndim ? L.stride_a[L.ndim - 1] : 0;
-  const int64_t sb = L.ndim ? L.stride_b[L.ndim - 1] : 0;
+  const Rows shape(L.ndim, L.shape);
+  const int64_t rows = shape.rows, cols = shape.cols;
+  const int64_t sa = last_stride(L.ndim, L.stride_a), sb = last_stride(L.ndim, L.stride_b);
   kern::with_binary(op, [&](auto tag) {
     constexpr kern::Binary OP = decltype(tag)::value;
     // Rows over the leading dims, an inner loop over the last one (specialised for the common
     // contiguous and scalar-broadcast strides so it vectorizes).
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
-      const T* pa = a + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_a) : 0);
-      const T* pb = b + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_b) : 0);
+      const T* pa = a + row_offset(r, L.ndim, L.shape, L.stride_a);
+      const T* pb = b + row_offset(r, L.ndim, L.shape, L.stride_b);
       T* po = out + r * cols;
       if (sa == 1 && sb == 1) {
         for (int64_t c = 0; c < cols; ++c)
@@ -94,15 +84,13 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
 
 template <typename S, typename D>
 void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
-  int64_t rows = 1;
-  for (int d = 0; d + 1 < L.ndim; ++d) rows *= L.shape[d];
-  const int64_t cols = L.ndim ? L.shape[L.ndim - 1] : 1;
-  const int64_t ss = L.ndim ? L.stride_src[L.ndim - 1] : 0;
-  const int64_t sd = L.ndim ? L.stride_dst[L.ndim - 1] : 0;
+  const Rows shape(L.ndim, L.shape);
+  const int64_t rows = shape.rows, cols = shape.cols;
+  const int64_t ss = last_stride(L.ndim, L.stride_src), sd = last_stride(L.ndim, L.stride_dst);
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    const S* ps = src + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_src) : 0);
-    D* pd = dst + (L.ndim > 1 ? strided_offset(r, L.ndim - 1, L.shape, L.stride_dst) : 0);
+    const S* ps = src + row_offset(r, L.ndim, L.shape, L.stride_src);
+    D* pd = dst + row_offset(r, L.ndim, L.shape, L.stride_dst);
     if (ss == 1 && sd == 1) {
       for (int64_t c = 0; c < cols; ++c) pd[c] = convert<D>(ps[c]);
     } else {

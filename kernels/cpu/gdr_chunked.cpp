@@ -21,60 +21,10 @@ namespace {
 
 using cpu::gemm;
 
-// Every buffer is [slice][NT][chunk tile]: value slices (b, hv) unless noted as key slices (b, h).
+// The buffers, every one [slice][NT][chunk tile], are the CUDA kernels' layout
+// (kernels/gdr_workspace_layout.h) with Vn over U under `minimal`.
 template <typename A>
-struct Buffers {
-  // forward and recompute
-  A *kq, *kqk;                       // key slices: [k; scale q] (2C x K), [KK; QK] (2C x C)
-  A *v, *G, *gamma, *e, *beta;       // C x V, C each
-  A *a, *p, *x, *wu, *qg, *ke, *vn;  // A, P (C x C), [Xw | Xu], [W | U], gamma Q, e K, Vn
-  // backward only
-  A *d_o, *gam, *dqk, *dSloc, *dSend, *dwu, *dpb, *da;
-  int64_t ld_vn = 0;  // Vn overwrites U in [W | U] (minimal) or has its own buffer (full)
-  int64_t used = 0;
-
-  Buffers(const Problem& pr, A* ws, A* residual, bool backward) {
-    const int64_t C = pr.chunk, K = pr.K, V = pr.V, NT = pr.num_chunks();
-    const int64_t nk = pr.B * pr.H * NT, nv = pr.B * pr.HV * NT;  // key / value chunks
-    Carver<A> c(ws);
-    kq = c.take(nk * 2 * C * K);
-    kqk = c.take(nk * 2 * C * C);
-    v = c.take(nv * C * V);
-    G = c.take(nv * C);
-    gamma = c.take(nv * C);
-    e = c.take(nv * C);
-    beta = c.take(nv * C);
-    if (pr.residual == Residual::full) {
-      a = residual ? residual + states_elems(pr) : nullptr;
-      wu = residual ? a + full_a_elems(pr) : nullptr;
-    } else {
-      a = c.take(nv * C * C);
-      wu = c.take(nv * C * (K + V));
-    }
-    p = c.take(nv * C * C);
-    x = c.take(nv * C * (K + V));
-    qg = c.take(nv * C * K);
-    ke = c.take(nv * C * K);
-    if (pr.residual == Residual::full) {
-      vn = c.take(nv * C * V);
-      ld_vn = V;
-    } else {
-      vn = wu ? wu + K : nullptr;
-      ld_vn = K + V;
-    }
-    if (backward) {
-      d_o = c.take(nv * C * V);
-      gam = c.take(nv * C * C);
-      dqk = c.take(nv * 2 * C * K);  // [dQ; dK] of one value head
-      dSloc = c.take(nv * K * V);
-      dSend = c.take(nv * K * V);
-      dwu = c.take(nv * C * (K + V));
-      dpb = c.take(nv * 2 * C * C);  // [dP (then dPG); Bsym]
-      da = c.take(nv * C * C);
-    }
-    used = c.used();
-  }
-};
+using Buffers = ChunkedLayout<A>;
 
 // The tiles of value chunk i = (slice s, chunk c) and of its key chunk.
 template <typename A>
@@ -163,41 +113,29 @@ void prepare_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, const Bu
   }
 }
 
-}  // namespace
-
-int64_t chunked_forward_workspace(const Problem& p) {
-  return Buffers<float>(p, nullptr, nullptr, false).used;
+// Vn = U where Vn has its own tiles (with the `full` residual U stays there).
+template <typename A>
+void copy_u(const Problem& p, const Buffers<A>& w, const Tiles<A>& t) {
+  const int64_t K = p.K, V = p.V;
+  if (t.vn != t.wu + K)
+    for (int64_t r = 0; r < p.chunk; ++r)
+      std::memcpy(t.vn + r * V, t.wu + r * (K + V) + K, V * sizeof(A));
 }
-int64_t chunked_backward_workspace(const Problem& p) {
-  return Buffers<float>(p, nullptr, nullptr, true).used;
-}
 
-template <typename T>
-void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
-  using A = acc_t<T>;
+// ---- forward ----------------------------------------------------------------------------------
+
+// The recurrence over chunks, per slice: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
+template <typename T, typename A>
+void forward_recurrence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                        const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
-  const int64_t nv = p.B * p.HV * NT;
-  const Buffers<A> w(p, out.workspace, out.residual, false);
-  A* states = out.residual;
-  load_keys(p, in, w);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nv; ++i)
-    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, w, i), false,
-                  static_cast<A*>(nullptr));
-    // The recurrence over chunks: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < p.B * p.HV; ++s) {
-    A* S = states + s * NT * KV;
-    if (p.has_h0) {
-      std::memcpy(S, in.h0 + s * KV, KV * sizeof(A));
-    } else {
-      std::memset(S, 0, KV * sizeof(A));
-    }
+    A* S = out.residual + s * NT * KV;
+    copy_or_zero(S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
     for (int64_t c = 0; c < NT; ++c) {
       const Tiles<A> t(p, w, s * NT + c);
-      if (t.vn != t.wu + K)
-        for (int64_t r = 0; r < C; ++r)
-          std::memcpy(t.vn + r * V, t.wu + r * KpV + K, V * sizeof(A));
+      copy_u(p, w, t);
       gemm(false, false, C, V, K, A(-1), t.wu, KpV, S, V, A(1), t.vn, w.ld_vn);
       A* S_next = c + 1 < NT ? S + KV : (p.want_ht ? out.ht + s * KV : nullptr);
       if (!S_next) break;
@@ -207,53 +145,58 @@ void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs
       S = S_next;
     }
   }
-  // O = (gamma Q) S + P Vn, into the v tile (v is no longer needed).
+}
+
+// O = (gamma Q) S + P Vn per chunk, into the v tile (v is no longer needed), stored.
+template <typename T, typename A>
+void store_outputs(const Problem& p, const ForwardOutputs<T>& out, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nv; ++i) {
+  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i) {
     const Tiles<A> t(p, w, i);
     A* o = t.v;
-    gemm(false, false, C, V, K, A(1), t.qg, K, states + i * KV, V, A(0), o, V);
+    gemm(false, false, C, V, K, A(1), t.qg, K, out.residual + i * KV, V, A(0), o, V);
     gemm(false, false, C, V, C, A(1), t.P, C, t.vn, w.ld_vn, A(1), o, V);
     store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.b, t.t0, t.hv), p.HV * V);
   }
 }
 
-template <typename T>
-void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
-  using A = acc_t<T>;
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
-  const int64_t nv = p.B * p.HV * NT, ld_vn = Buffers<A>(p, nullptr, nullptr, true).ld_vn;
-  const Buffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true);
-  const A* states = args.residual;
+// ---- backward ---------------------------------------------------------------------------------
+
+// Recompute per chunk (A, [W | U] come from the residual under `full`), Vn = U - W S;
+// dVn = P^T dO (+ diag(e) K dS' in state_grad_recurrence), in the right columns of dWU;
+// dSloc = (gamma Q)^T dO.
+template <typename T, typename A>
+void recompute_chunks(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                      const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
   const bool have_a = p.residual == Residual::full;
-  load_keys(p, in, w);
-  // Recompute per chunk (A, [W | U] come from the residual under `full`), Vn = U - W S;
-  // dVn = P^T dO (+ diag(e) K dS' below), in the right columns of dWU;  dSloc = (gamma Q)^T dO.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nv; ++i) {
+  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i) {
     const Tiles<A> t(p, w, i);
     prepare_chunk(p, in, args.d_o, w, t, have_a, w.gam + i * C * C);
-    if (have_a)  // U stays in the residual: Vn gets its own buffer
-      for (int64_t r = 0; r < C; ++r) std::memcpy(t.vn + r * V, t.wu + r * KpV + K, V * sizeof(A));
-    gemm(false, false, C, V, K, A(-1), t.wu, KpV, states + i * KV, V, A(1), t.vn, ld_vn);
+    copy_u(p, w, t);  // under `full` U stays in the residual: Vn has its own tiles
+    gemm(false, false, C, V, K, A(-1), t.wu, KpV, args.residual + i * KV, V, A(1), t.vn, w.ld_vn);
     const A* d_o = w.d_o + i * C * V;
     gemm(true, false, C, V, C, A(1), t.P, C, d_o, V, A(0), w.dwu + i * C * KpV + K, KpV);
     gemm(true, false, K, V, C, A(1), t.qg, K, d_o, V, A(0), w.dSloc + i * KV, V);
   }
-  // The recurrence in reverse: dVn += diag(e) K dS';  dS = gamma_C dS' + dSloc - W^T dVn.
-  // dSend[c] keeps dS' of chunk c; dSloc[c] becomes dS of chunk c (= dS' of chunk c - 1).
+}
+
+// The recurrence in reverse: dVn += diag(e) K dS';  dS = gamma_C dS' + dSloc - W^T dVn.
+// dSend[c] keeps dS' of chunk c; dSloc[c] becomes dS of chunk c (= dS' of chunk c - 1).
+template <typename T, typename A>
+void state_grad_recurrence(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
 #pragma omp parallel for schedule(static)
   for (int64_t s = 0; s < p.B * p.HV; ++s) {
     for (int64_t c = NT - 1; c >= 0; --c) {
       const int64_t i = s * NT + c;
       A* dSp = w.dSend + i * KV;
-      if (c + 1 < NT) {
-        std::memcpy(dSp, w.dSloc + (i + 1) * KV, KV * sizeof(A));
-      } else if (args.dht) {
-        std::memcpy(dSp, args.dht + s * KV, KV * sizeof(A));
-      } else {
-        std::memset(dSp, 0, KV * sizeof(A));
-      }
+      // dS' of chunk c: dS of chunk c + 1, or dht after the last chunk (zero without it)
+      const A* next =
+          c + 1 < NT ? w.dSloc + (i + 1) * KV : (args.dht ? args.dht + s * KV : nullptr);
+      copy_or_zero(dSp, next, KV);
       A* dvn = w.dwu + i * C * KpV + K;
       gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn, KpV);
       A* dS = w.dSloc + i * KV;
@@ -263,71 +206,89 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
     }
     if (p.has_h0) std::memcpy(args.dh0 + s * KV, w.dSloc + s * NT * KV, KV * sizeof(A));
   }
-  // Everything else is chunk-local.
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nv; ++i) {
-    const Tiles<A> t(p, w, i);
-    const int64_t b = t.b, hv = t.hv, t0 = t.t0, len = t.len, go = t.go;
-    const A *k = t.k, *KK = t.KK, *gamma = t.gamma, *e = t.e, *beta = t.beta, *P = t.P, *v = t.v;
-    const A *S = states + i * KV, *dSp = w.dSend + i * KV, *d_o = w.d_o + i * C * V;
-    const A* gam = w.gam + i * C * C;
-    A *DS = w.dqk + i * 2 * C * K, *dkv = DS + C * K;   // [dQ; dK] of this value head
-    A *dP = w.dpb + i * 2 * C * C, *bsym = dP + C * C;  // [dP (then dPG); Bsym]
-    A *dwu = w.dwu + i * C * KpV, *dvn = dwu + K, *dM = w.da + i * C * C, *dx = t.x;
-    gemm(false, true, C, C, V, A(1), d_o, V, t.vn, ld_vn, A(0), dP, C);   // dP = dO Vn^T
-    gemm(false, true, C, K, V, A(1), d_o, V, S, V, A(0), DS, K);          // DS = dO S^T
-    gemm(false, true, C, K, V, A(1), t.vn, ld_vn, dSp, V, A(0), dkv, K);  // Vn dS'^T
-    gemm(false, true, C, K, V, A(-1), dvn, KpV, S, V, A(0), dwu, KpV);    // dW = -dVn S^T
-    gemm(false, true, C, C, KpV, A(1), dwu, KpV, t.x, KpV, A(0), dM, C);  // dA = [dW|dU] X^T
-    gemm(true, false, C, KpV, C, A(1), t.a, C, dwu, KpV, A(0), dx, KpV);  // dX = A^T [dW|dU]
-    gemm(false, true, C, C, C, A(1), dM, C, t.a, C, A(0), bsym, C);       // T1 = dA A^T
-    gemm(true, false, C, C, C, A(-1), t.a, C, bsym, C, A(0), dM, C);      // dM = -A^T T1
-    // Element-wise: dG, dbeta, dv; dPG = dP o Gam; Bsym = B + B^T, B = diag(beta)(dM o Gam).
-    A dG[64], sv[64], X[64 * 64];  // per-chunk scratch (C <= 64)
-    // dG = a + rowsum(X) - colsum(X) (+ c at the end), X strictly lower: see store_gate_grad.
-    for (int64_t r = 0; r < C; ++r) {
-      // s_r = e_r k_r . (dS' vn_r);  dK = diag(e) Vn dS'^T;  a = (gamma q) . DS;  dQ = gamma DS
-      sv[r] = e[r] * dot(dkv + r * K, k + r * K, K);
-      dG[r] = dot(t.qg + r * K, DS + r * K, K);
-      for (int64_t l = 0; l < K; ++l) {
-        dkv[r * K + l] *= e[r];
-        DS[r * K + l] *= gamma[r];
-      }
+}
+
+// The chunk-local products of value chunk t: dP = dO Vn^T;  DS = dO S^T (dQ rows of dqk);
+// Vn dS'^T (dK rows);  dW = -dVn S^T;  dA = [dW | dU] X^T;  dX = A^T [dW | dU] (over X);
+// dM = -A^T (dA A^T) (strictly lower part used; T1 = dA A^T in Bsym's place).
+template <typename A>
+void chunk_products(const Problem& p, const Buffers<A>& w, const Tiles<A>& t, const A* S,
+                    const A* dSp) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, i = t.i;
+  const A* d_o = w.d_o + i * C * V;
+  A *DS = w.dqk + i * 2 * C * K, *dkv = DS + C * K;
+  A *dP = w.dpb + i * 2 * C * C, *t1 = dP + C * C;
+  A *dwu = w.dwu + i * C * KpV, *dvn = dwu + K, *dM = w.da + i * C * C, *dx = t.x;
+  gemm(false, true, C, C, V, A(1), d_o, V, t.vn, w.ld_vn, A(0), dP, C);
+  gemm(false, true, C, K, V, A(1), d_o, V, S, V, A(0), DS, K);
+  gemm(false, true, C, K, V, A(1), t.vn, w.ld_vn, dSp, V, A(0), dkv, K);
+  gemm(false, true, C, K, V, A(-1), dvn, KpV, S, V, A(0), dwu, KpV);
+  gemm(false, true, C, C, KpV, A(1), dwu, KpV, t.x, KpV, A(0), dM, C);
+  gemm(true, false, C, KpV, C, A(1), t.a, C, dwu, KpV, A(0), dx, KpV);
+  gemm(false, true, C, C, C, A(1), dM, C, t.a, C, A(0), t1, C);
+  gemm(true, false, C, C, C, A(-1), t.a, C, t1, C, A(0), dM, C);
+}
+
+// The element-wise gradients of value chunk t (after chunk_products): dv, dg, dbeta; dQ, dK in
+// the value head's tile of dqk; dPG = dP o Gam and Bsym = B + B^T, B = diag(beta) (dM o Gam),
+// in dpb; then [dQ; dK] += [dPG; Bsym] K and dK += dPG^T Q.
+template <typename T, typename A>
+void chunk_grads(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>& w,
+                 const Tiles<A>& t, const A* S, const A* dSp) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V, i = t.i;
+  const A *k = t.k, *KK = t.KK, *gamma = t.gamma, *e = t.e, *beta = t.beta, *P = t.P, *v = t.v;
+  const A* gam = w.gam + i * C * C;
+  A *DS = w.dqk + i * 2 * C * K, *dkv = DS + C * K;   // [dQ; dK] of this value head
+  A *dP = w.dpb + i * 2 * C * C, *bsym = dP + C * C;  // [dP (then dPG); Bsym]
+  const A *dM = w.da + i * C * C, *dx = t.x;
+  A dG[64], sv[64], X[64 * 64];  // per-chunk scratch (C <= 64)
+  // dG = a + rowsum(X) - colsum(X) (+ c at the end), X strictly lower: see store_gate_grad.
+  for (int64_t r = 0; r < C; ++r) {
+    // s_r = e_r k_r . (dS' vn_r);  dK = diag(e) Vn dS'^T;  a = (gamma q) . DS;  dQ = gamma DS
+    sv[r] = e[r] * dot(dkv + r * K, k + r * K, K);
+    dG[r] = dot(t.qg + r * K, DS + r * K, K);
+    for (int64_t l = 0; l < K; ++l) {
+      dkv[r * K + l] *= e[r];
+      DS[r * K + l] *= gamma[r];
     }
-    A dbeta[64];
-    for (int64_t r = 0; r < C; ++r) {
-      // dK += beta gamma dXw;  dV = beta dXu;  dbeta = gamma dXw.k + dXu.v;  a += beta gamma dXw.k
-      const A* dxw = dx + r * KpV;
-      const A bg = beta[r] * gamma[r], xk = dot(dxw, k + r * K, K);
-      for (int64_t l = 0; l < K; ++l) dkv[r * K + l] += bg * dxw[l];
-      dbeta[r] = gamma[r] * xk + dot(dxw + K, v + r * V, V);
-      dG[r] += bg * xk;
-      if (r < len)
-        store_rows(dxw + K, KpV, 1, V, beta[r], args.dv + vo_offset(p, b, t0 + r, hv), V);
-      bsym[r * C + r] = 0;
-      // X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
-      for (int64_t l = 0; l < r; ++l) X[r * C + l] = dP[r * C + l] * P[r * C + l];
-      for (int64_t l = 0; l < C; ++l) dP[r * C + l] *= gam[r * C + l];
-      for (int64_t l = 0; l < r; ++l) {
-        // dbeta += rowsum(dM o Gam o KK);  X += dM o M
-        const A dmg = dM[r * C + l] * gam[r * C + l];
-        dbeta[r] += dmg * KK[r * C + l];
-        const A bl = beta[r] * dmg;
-        bsym[r * C + l] = bl;
-        bsym[l * C + r] = bl;
-        X[r * C + l] += bl * KK[r * C + l];
-      }
-    }
-    // dG -= s, and at the chunk end + sum(s) + gamma_C <S, dS'>: s joins X's last row.
-    for (int64_t l = 0; l + 1 < C; ++l) X[(C - 1) * C + l] += sv[l];
-    A col[64];
-    store_gate_grad(dG, X, gamma[C - 1] * dot(S, dSp, KV), len, C, col, args.dg + go, p.HV);
-    for (int64_t r = 0; r < len; ++r) args.dbeta[go + r * p.HV] = from_acc<T>(dbeta[r]);
-    // [dQ; dK] += [dPG; Bsym] K;  dK += dPG^T Q  (k, q of the key head)
-    gemm(false, false, 2 * C, K, C, A(1), dP, C, k, K, A(1), DS, K);
-    gemm(true, false, C, K, C, A(1), dP, C, t.qs, K, A(1), dkv, K);
   }
-  // Sum over the value heads of each group, in order: dq = scale sum_j dQ_j, dk = sum_j dK_j.
+  A dbeta[64];
+  for (int64_t r = 0; r < C; ++r) {
+    // dK += beta gamma dXw;  dV = beta dXu;  dbeta = gamma dXw.k + dXu.v;  a += beta gamma dXw.k
+    const A* dxw = dx + r * KpV;
+    const A bg = beta[r] * gamma[r], xk = dot(dxw, k + r * K, K);
+    for (int64_t l = 0; l < K; ++l) dkv[r * K + l] += bg * dxw[l];
+    dbeta[r] = gamma[r] * xk + dot(dxw + K, v + r * V, V);
+    dG[r] += bg * xk;
+    if (r < t.len)
+      store_rows(dxw + K, KpV, 1, V, beta[r], args.dv + vo_offset(p, t.b, t.t0 + r, t.hv), V);
+    bsym[r * C + r] = 0;
+    // X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
+    for (int64_t l = 0; l < r; ++l) X[r * C + l] = dP[r * C + l] * P[r * C + l];
+    for (int64_t l = 0; l < C; ++l) dP[r * C + l] *= gam[r * C + l];
+    for (int64_t l = 0; l < r; ++l) {
+      // dbeta += rowsum(dM o Gam o KK);  X += dM o M
+      const A dmg = dM[r * C + l] * gam[r * C + l];
+      dbeta[r] += dmg * KK[r * C + l];
+      const A bl = beta[r] * dmg;
+      bsym[r * C + l] = bl;
+      bsym[l * C + r] = bl;
+      X[r * C + l] += bl * KK[r * C + l];
+    }
+  }
+  A col[64];
+  store_chunk_gate_grad(dG, X, sv, gamma[C - 1] * dot(S, dSp, KV), t.len, C, col, args.dg + t.go,
+                        p.HV);
+  for (int64_t r = 0; r < t.len; ++r) args.dbeta[t.go + r * p.HV] = from_acc<T>(dbeta[r]);
+  // [dQ; dK] += [dPG; Bsym] K;  dK += dPG^T Q  (k, q of the key head)
+  gemm(false, false, 2 * C, K, C, A(1), dP, C, k, K, A(1), DS, K);
+  gemm(true, false, C, K, C, A(1), dP, C, t.qs, K, A(1), dkv, K);
+}
+
+// Sum over the value heads of each group, in order: dq = scale sum_j dQ_j, dk = sum_j dK_j.
+template <typename T, typename A>
+void sum_group_grads(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, NT = p.num_chunks();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < p.B * p.H * NT; ++i) {
     const int64_t ks = i / NT, c = i % NT, b = ks / p.H, h = ks % p.H, t0 = c * C;
@@ -348,6 +309,47 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
       store_rows(sum_k, K, 1, K, A(1), args.dk + qk_offset(p, b, t0 + r, h), K);
     }
   }
+}
+
+}  // namespace
+
+int64_t chunked_forward_workspace(const Problem& p) {
+  return Buffers<float>(p, nullptr, nullptr, false, ChunkedSide::cpu).used;
+}
+int64_t chunked_backward_workspace(const Problem& p) {
+  return Buffers<float>(p, nullptr, nullptr, true, ChunkedSide::cpu).used;
+}
+
+template <typename T>
+void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
+  using A = acc_t<T>;
+  const Buffers<A> w(p, out.workspace, out.residual, false, ChunkedSide::cpu);
+  load_keys(p, in, w);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i)
+    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, w, i), false,
+                  static_cast<A*>(nullptr));
+  forward_recurrence(p, in, out, w);
+  store_outputs(p, out, w);
+}
+
+template <typename T>
+void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
+  using A = acc_t<T>;
+  const int64_t KV = p.K * p.V, NT = p.num_chunks();
+  const Buffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true, ChunkedSide::cpu);
+  load_keys(p, in, w);
+  recompute_chunks(p, in, args, w);
+  state_grad_recurrence(p, args, w);
+  // Everything else is chunk-local.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < p.B * p.HV * NT; ++i) {
+    const Tiles<A> t(p, w, i);
+    const A *S = args.residual + i * KV, *dSp = w.dSend + i * KV;
+    chunk_products(p, w, t, S, dSp);
+    chunk_grads(p, args, w, t, S, dSp);
+  }
+  sum_group_grads(p, args, w);
 }
 
 GDN_GDR_INSTANTIATE(chunked)

@@ -1,7 +1,8 @@
-// Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): workspace carving, loading
-// one chunk of a (batch, head) slice into the accumulator type with zero padding, the in-chunk
-// gate cumsum and decay factors, the unit lower triangular inverse, and the entry points that
-// kernels/gated_delta_rule.cpp dispatches to.
+// Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): the parallel loop over
+// slices with their scratch, loading one chunk of a (batch, head) slice into the accumulator type
+// with zero padding, the in-chunk gate cumsum and decay factors, the unit lower triangular
+// inverse, and the entry points that kernels/gated_delta_rule.cpp dispatches to. The workspace
+// layouts shared with the CUDA kernels are in kernels/gdr_workspace_layout.h.
 //
 // Padding: a last partial chunk is padded to C rows with q = k = v = 0, g = 0, beta = 0. With
 // those values the padded chunk computes exactly the unpadded result (M, W, U, Vn rows vanish,
@@ -13,30 +14,34 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"
+#include "kernels/gdr_workspace_layout.h"  // Carver, the residual's pieces, shared layouts
 
 namespace gdn::gdr::detail {
 
-inline int64_t round_up16(int64_t n) {
-  return (n + 15) / 16 * 16;
+// Runs body(s, w) for the value slices s = (b, value head) (forward) or the key slices
+// s = (b, key head) (backward) in parallel (static schedule, so every sum runs in a fixed order),
+// w the slice's Scratch(p, base, backward) carved from ws at s * Scratch(p, nullptr,
+// backward).used.
+template <class Scratch, typename A, class Body>
+void for_each_slice(const Problem& p, bool backward, A* ws, const Body& body) {
+  const int64_t n = backward ? p.B * p.H : p.B * p.HV;
+  const int64_t per_slice = Scratch(p, nullptr, backward).used;
+#pragma omp parallel for schedule(static)
+  for (int64_t s = 0; s < n; ++s) {
+    const Scratch w(p, ws + s * per_slice, backward);
+    body(s, w);
+  }
 }
 
-// Hands out consecutive pieces of a buffer, each rounded up to 16 elements (64-byte steps).
-// With base == nullptr it only counts, so one function both sizes and carves a workspace.
+// dst = src[0, n), or zeros where src is null (no initial state, no incoming state gradient).
 template <typename A>
-class Carver {
- public:
-  explicit Carver(A* base) : base_(base) {}
-  A* take(int64_t n) {
-    A* p = base_ ? base_ + used_ : nullptr;
-    used_ += round_up16(n);
-    return p;
+void copy_or_zero(A* dst, const A* src, int64_t n) {
+  if (src) {
+    std::memcpy(dst, src, n * sizeof(A));
+  } else {
+    std::memset(dst, 0, n * sizeof(A));
   }
-  int64_t used() const { return used_; }
-
- private:
-  A* base_;
-  int64_t used_ = 0;
-};
+}
 
 // Offsets into the time-major layouts of gated_delta_rule.h.
 inline int64_t qk_offset(const Problem& p, int64_t b, int64_t t, int64_t h) {
@@ -47,18 +52,6 @@ inline int64_t vo_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
 }
 inline int64_t gate_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
   return (b * p.T + t) * p.HV + hv;
-}
-
-// The chunk-start states [B, HV, NT, K, V] that every implementation saves first in the residual.
-inline int64_t states_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.K * p.V;
-}
-// The `full` policy of `chunked` appends A [B, HV, NT, C, C] and [W | U] [B, HV, NT, C, K + V].
-inline int64_t full_a_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * p.chunk;
-}
-inline int64_t full_wu_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * (p.K + p.V);
 }
 
 // dst[i, :] = mul * src[i * stride, :] for i < rows, zero for rows <= i < pad_rows.
@@ -204,6 +197,15 @@ void store_gate_grad(const A* a, const A* X, A c, int64_t rows, int64_t C, A* co
   }
 }
 
+// store_gate_grad with s (the e_i terms, docs/design.md) joining X's last row: dG -= s, and at
+// the chunk end + sum(s) + c.
+template <typename T, typename A>
+void store_chunk_gate_grad(const A* a, A* X, const A* s, A c, int64_t rows, int64_t C, A* col,
+                           T* dg, int64_t stride) {
+  for (int64_t l = 0; l + 1 < C; ++l) X[(C - 1) * C + l] += s[l];
+  store_gate_grad(a, X, c, rows, C, col, dg, stride);
+}
+
 // Entry points (one file each); inputs are validated by the dispatcher.
 #define GDN_GDR_DECLARE(name)                                                               \
   int64_t name##_forward_workspace(const Problem& p);                                       \
@@ -232,5 +234,31 @@ GDN_GDR_DECLARE(ssd)
                                         const BackwardArgs<double>&);          \
   template void name##_backward<bf16>(const Problem&, const Inputs<bf16>&,     \
                                       const BackwardArgs<bf16>&);
+
+// Defines the entry points of an implementation that runs every slice with scratch of its own
+// (recurrent, fused, ssd): Scratch<A>(p, base, backward) carves one slice's scratch, and the
+// implementation's forward_slice(p, in, out, s, w) runs value slice s,
+// backward_slice(p, in, args, kh, w) key slice kh with the value heads of its group
+// (for_each_slice).
+#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                                 \
+  int64_t name##_forward_workspace(const Problem& p) {                                          \
+    return p.B * p.HV * Scratch<float>(p, nullptr, false).used;                                 \
+  }                                                                                             \
+  int64_t name##_backward_workspace(const Problem& p) {                                         \
+    return p.B * p.H * Scratch<float>(p, nullptr, true).used;                                   \
+  }                                                                                             \
+  template <typename T>                                                                         \
+  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {    \
+    for_each_slice<Scratch<acc_t<T>>>(p, false, out.workspace, [&](int64_t s, const auto& w) {  \
+      forward_slice(p, in, out, s, w);                                                          \
+    });                                                                                         \
+  }                                                                                             \
+  template <typename T>                                                                         \
+  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {    \
+    for_each_slice<Scratch<acc_t<T>>>(p, true, args.workspace, [&](int64_t kh, const auto& w) { \
+      backward_slice(p, in, args, kh, w);                                                       \
+    });                                                                                         \
+  }                                                                                             \
+  GDN_GDR_INSTANTIATE(name)
 
 }  // namespace gdn::gdr::detail

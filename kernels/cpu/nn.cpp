@@ -11,7 +11,15 @@ namespace gdn::cpu {
 
 namespace {
 constexpr int64_t kPar = 1 << 14;
+
+// sum_j x_j^2 of one row, in index order.
+template <typename T>
+acc_t<T> sum_squares(const T* x, int64_t d) {
+  acc_t<T> ss = 0;
+  for (int64_t j = 0; j < d; ++j) ss += to_acc(x[j]) * to_acc(x[j]);
+  return ss;
 }
+}  // namespace
 
 template <typename T, typename I>
 void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int64_t d, T* out,
@@ -58,9 +66,7 @@ void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, 
 #pragma omp parallel for schedule(static) if (n * d >= kPar)
   for (int64_t i = 0; i < n; ++i) {
     const T* xr = x + i * d;
-    A ss = 0;
-    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
-    A r = A(1) / std::sqrt(ss / A(d) + A(eps));
+    A r = A(1) / std::sqrt(sum_squares(xr, d) / A(d) + A(eps));
     rstd[i] = r;
     T* yr = y + i * d;
     for (int64_t j = 0; j < d; ++j)
@@ -100,9 +106,7 @@ void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y, acc_t<T
 #pragma omp parallel for schedule(static) if (n * d >= kPar)
   for (int64_t i = 0; i < n; ++i) {
     const T* xr = x + i * d;
-    A ss = 0;
-    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
-    const A r = A(1) / std::sqrt(ss + A(eps));
+    const A r = A(1) / std::sqrt(sum_squares(xr, d) + A(eps));
     rn[i] = r;
     for (int64_t j = 0; j < d; ++j) y[i * d + j] = from_acc<T>(to_acc(xr[j]) * r);
   }

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/launch_math.h"
 
 namespace gdn::cuda {
 
@@ -12,17 +13,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-inline unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return unsigned(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
-}
-
 template <typename T>
 __global__ void adamw_kernel(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq,
                              int64_t n, kern::AdamWCoeffs<acc_t<T>> c) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, n) {
     A p = to_acc(param[i]);
     A m = exp_avg[i], v = exp_avg_sq[i];
     kern::adamw_update<A>(p, to_acc(grad[i]), m, v, c);
@@ -38,7 +33,7 @@ template <typename T>
 void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq, int64_t n,
                 const kern::AdamWStep& step, void* stream) {
   if (n == 0) return;
-  adamw_kernel<T><<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  adamw_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       param, grad, exp_avg, exp_avg_sq, n, kern::adamw_coeffs<acc_t<T>>(step));
   GDN_KCUDA_LAUNCHED("adamw");
 }

@@ -292,8 +292,7 @@ constexpr int kThreads = 256;
 // w' [c, taps] = w [c, k] followed by taps - k zeros per channel.
 template <typename T>
 __global__ void extend_filter_kernel(const T* w, int64_t c, int64_t k, int64_t taps, T* w_ext) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < c * taps;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, c * taps) {
     const int64_t ch = i / taps, j = i % taps;
     w_ext[i] = j < k ? w[ch * k + j] : from_acc<T>(acc_t<T>(0));
   }
@@ -302,9 +301,8 @@ __global__ void extend_filter_kernel(const T* w, int64_t c, int64_t k, int64_t t
 // dw [c, k] = the first k columns of dw' [c, taps].
 template <typename T>
 __global__ void first_taps_kernel(const T* dw_ext, int64_t c, int64_t k, int64_t taps, T* dw) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < c * k;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dw[i] = dw_ext[(i / k) * taps + i % k];
+  GDN_GRID_LOOP(i, c * k)
+  dw[i] = dw_ext[(i / k) * taps + i % k];
 }
 
 template <typename T>

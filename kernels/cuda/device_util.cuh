@@ -54,6 +54,12 @@ Handle handle_per_stream(cudaStream_t stream, const Create& create) {
   return it->second;
 }
 
+// for (int64_t i ...) over [0, n): a grid-stride loop, the thread's items i = its global index
+// + k * (the grid's threads).
+#define GDN_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
 __device__ __forceinline__ float acc_exp(float x) {
   return expf(x);
 }
@@ -80,15 +86,16 @@ __device__ __forceinline__ A warp_sum(A v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a power of two <= kMaxBlock), a fixed tree in shared memory
-// `shm` (blockDim.x elements); every thread gets the result. All threads must call it.
-template <typename A>
-__device__ A block_sum(A v, A* shm) {
+// Reduces v over the block by `op` (blockDim.x a power of two <= kMaxBlock) in a fixed tree in
+// shared memory `shm` (blockDim.x elements); every thread gets the result. All threads must call
+// it.
+template <typename A, class Op>
+__device__ A block_reduce(A v, A* shm, const Op& op) {
   const unsigned t = threadIdx.x;
   shm[t] = v;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (t < s) shm[t] += shm[t + s];
+    if (t < s) shm[t] = op(shm[t], shm[t + s]);
     __syncthreads();
   }
   const A r = shm[0];
@@ -96,23 +103,17 @@ __device__ A block_sum(A v, A* shm) {
   return r;
 }
 
+// Sum over the block (block_reduce).
+template <typename A>
+__device__ A block_sum(A v, A* shm) {
+  return block_reduce(v, shm, [](A a, A b) { return a + b; });
+}
+
 // Max over the block with std::max's rule (a < b ? b : a): NaN never wins a comparison, as on the
 // CPU, whose softmax max skips NaN (the NaN still reaches the sum of exponentials).
 template <typename A>
 __device__ A block_max(A v, A* shm) {
-  const unsigned t = threadIdx.x;
-  shm[t] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (t < s) {
-      const A o = shm[t + s];
-      if (shm[t] < o) shm[t] = o;
-    }
-    __syncthreads();
-  }
-  const A r = shm[0];
-  __syncthreads();
-  return r;
+  return block_reduce(v, shm, [](A a, A b) { return a < b ? b : a; });
 }
 
 constexpr int kMaxBlock = 256;  // the largest block the reductions above are used with

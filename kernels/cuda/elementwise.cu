@@ -2,10 +2,9 @@
 // through kernels/elementwise_ops.h; random draws use the same Philox counters as the CPU.
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch_math.h"
 #include "kernels/philox.h"
 
 namespace gdn::cuda {
@@ -14,92 +13,59 @@ namespace {
 
 constexpr int kThreads = 256;
 
-inline unsigned grid_for(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return unsigned(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
-}
-
-template <typename D, typename S>
-__device__ __forceinline__ D convert(S x) {
-  if constexpr (std::is_same_v<S, D>) {
-    return x;
-  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, fp16>) {
-    return convert<D>(float(x));
-  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, fp16>) {
-    return D(float(x));
-  } else {
-    return static_cast<D>(x);
-  }
-}
-
-__device__ __forceinline__ int64_t strided_offset(int64_t linear, int ndim, const int64_t* shape,
-                                                  const int64_t* stride) {
-  int64_t off = 0;
-  for (int d = ndim - 1; d >= 0; --d) {
-    int64_t i = linear % shape[d];
-    linear /= shape[d];
-    off += i * stride[d];
-  }
-  return off;
-}
-
 template <typename T>
 __global__ void unary_kernel(kern::Unary op, const T* x, T* y, int64_t n, acc_t<T> alpha,
                              acc_t<T> beta) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_acc<T>(kern::apply_unary<acc_t<T>>(op, to_acc(x[i]), alpha, beta));
+  GDN_GRID_LOOP(i, n)
+  y[i] = from_acc<T>(kern::apply_unary<acc_t<T>>(op, to_acc(x[i]), alpha, beta));
 }
 
 template <typename T>
 __global__ void binary_kernel(kern::Binary op, kern::BroadcastLayout L, const T* a, const T* b,
                               T* out, int64_t n, acc_t<T> alpha) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t oa = strided_offset(i, L.ndim, L.shape, L.stride_a);
-    const int64_t ob = strided_offset(i, L.ndim, L.shape, L.stride_b);
+  GDN_GRID_LOOP(i, n) {
+    const int64_t oa = kern::strided_offset(i, L.ndim, L.shape, L.stride_a);
+    const int64_t ob = kern::strided_offset(i, L.ndim, L.shape, L.stride_b);
     out[i] = from_acc<T>(kern::apply_binary<acc_t<T>>(op, to_acc(a[oa]), to_acc(b[ob]), alpha));
   }
 }
 
 template <typename S, typename D>
 __global__ void copy_kernel(kern::CopyLayout L, const S* src, D* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    dst[strided_offset(i, L.ndim, L.shape, L.stride_dst)] =
-        convert<D>(src[strided_offset(i, L.ndim, L.shape, L.stride_src)]);
+  GDN_GRID_LOOP(i, n) {
+    dst[kern::strided_offset(i, L.ndim, L.shape, L.stride_dst)] =
+        kern::convert<D>(src[kern::strided_offset(i, L.ndim, L.shape, L.stride_src)]);
   }
 }
 
 template <typename T>
 __global__ void axpy_kernel(T* dst, const T* src, int64_t n, acc_t<T> alpha) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = from_acc<T>(to_acc(dst[i]) + alpha * to_acc(src[i]));
+  GDN_GRID_LOOP(i, n)
+  dst[i] = from_acc<T>(to_acc(dst[i]) + alpha * to_acc(src[i]));
 }
 
 template <typename T>
 __global__ void fill_kernel(T* p, int64_t n, T value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    p[i] = value;
+  GDN_GRID_LOOP(i, n)
+  p[i] = value;
 }
 
-// kind 0: normal(a, b) = mean, std; 1: uniform [a, b); 2: integers [a, b).
+// normal(a, b) = mean, std; uniform [a, b); integers [lo, lo + range).
+enum class Draw { normal, uniform, integer };
+
 template <typename T>
-__global__ void random_kernel(T* p, int64_t n, uint64_t seed, uint64_t offset, int kind, double a,
+__global__ void random_kernel(T* p, int64_t n, uint64_t seed, uint64_t offset, Draw kind, double a,
                               double b, int64_t lo, uint64_t range) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, n) {
     const uint64_t c = offset + uint64_t(i);
-    if (kind == 0) {
-      p[i] = convert<T>(a + b * kern::philox_normal(c, seed));
-    } else if (kind == 1) {
-      p[i] = convert<T>(a + (b - a) * kern::philox_uniform(c, seed));
+    if (kind == Draw::normal) {
+      p[i] = kern::convert<T>(a + b * kern::philox_normal(c, seed));
+    } else if (kind == Draw::uniform) {
+      p[i] = kern::convert<T>(a + (b - a) * kern::philox_uniform(c, seed));
     } else {
       kern::Philox4 r = kern::philox4x32(c, seed);
       uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
-      p[i] = convert<T>(double(lo + int64_t(bits % range)));
+      p[i] = kern::convert<T>(double(lo + int64_t(bits % range)));
     }
   }
 }
@@ -110,13 +76,23 @@ int64_t layout_numel(int ndim, const int64_t* shape) {
   return n;
 }
 
+// n draws of `kind` from the Philox counters offset.. (the CPU's), one launch named `what`.
+template <typename T>
+void draw(T* p, int64_t n, uint64_t seed, uint64_t offset, Draw kind, double a, double b,
+          int64_t lo, uint64_t range, void* stream, const char* what) {
+  if (n == 0) return;
+  random_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset,
+                                                                             kind, a, b, lo, range);
+  GDN_KCUDA_LAUNCHED(what);
+}
+
 }  // namespace
 
 template <typename T>
 void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double beta, void* stream) {
   if (n == 0) return;
-  unary_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, x, y, n, acc_t<T>(alpha),
-                                                                   acc_t<T>(beta));
+  unary_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      op, x, y, n, acc_t<T>(alpha), acc_t<T>(beta));
   GDN_KCUDA_LAUNCHED("unary");
 }
 
@@ -125,8 +101,8 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
             double alpha, void* stream) {
   const int64_t n = layout_numel(L.ndim, L.shape);
   if (n == 0) return;
-  binary_kernel<T>
-      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(op, L, a, b, out, n, acc_t<T>(alpha));
+  binary_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(op, L, a, b, out, n,
+                                                                             acc_t<T>(alpha));
   GDN_KCUDA_LAUNCHED("binary");
 }
 
@@ -134,54 +110,42 @@ template <typename S, typename D>
 void copy_strided(const kern::CopyLayout& L, const S* src, D* dst, void* stream) {
   const int64_t n = layout_numel(L.ndim, L.shape);
   if (n == 0) return;
-  copy_kernel<S, D><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(L, src, dst, n);
+  copy_kernel<S, D><<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(L, src, dst, n);
   GDN_KCUDA_LAUNCHED("copy");
 }
 
 template <typename T>
 void axpy(T* dst, const T* src, int64_t n, double alpha, void* stream) {
   if (n == 0) return;
-  axpy_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(dst, src, n, acc_t<T>(alpha));
+  axpy_kernel<T>
+      <<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(dst, src, n, acc_t<T>(alpha));
   GDN_KCUDA_LAUNCHED("axpy");
 }
 
 template <typename T>
 void fill(T* p, int64_t n, double value, void* stream) {
   if (n == 0) return;
-  T v;
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, fp16>)
-    v = T(float(value));
-  else
-    v = static_cast<T>(value);
-  fill_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, v);
+  fill_kernel<T>
+      <<<grid_1d(n, kThreads), kThreads, 0, as_stream(stream)>>>(p, n, kern::convert<T>(value));
   GDN_KCUDA_LAUNCHED("fill");
 }
 
 template <typename T>
 void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    void* stream) {
-  if (n == 0) return;
-  random_kernel<T>
-      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 0, mean, std, 0, 1);
-  GDN_KCUDA_LAUNCHED("random_normal");
+  draw(p, n, seed, offset, Draw::normal, mean, std, 0, 1, stream, "random_normal");
 }
 
 template <typename T>
 void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low, double high,
                     void* stream) {
-  if (n == 0) return;
-  random_kernel<T>
-      <<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 1, low, high, 0, 1);
-  GDN_KCUDA_LAUNCHED("random_uniform");
+  draw(p, n, seed, offset, Draw::uniform, low, high, 0, 1, stream, "random_uniform");
 }
 
 template <typename T>
 void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high,
                 void* stream) {
-  if (n == 0) return;
-  random_kernel<T><<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, n, seed, offset, 2, 0, 0,
-                                                                    low, uint64_t(high - low));
-  GDN_KCUDA_LAUNCHED("random_int");
+  draw(p, n, seed, offset, Draw::integer, 0, 0, low, uint64_t(high - low), stream, "random_int");
 }
 
 #define INST_FLOAT(T)                                                                         \

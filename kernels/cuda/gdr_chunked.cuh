@@ -1,10 +1,10 @@
 // Shared by the CUDA chunked gated delta rule's forward (gdr_chunked.cu) and backward
-// (gdr_chunked_backward.cu): the buffers (the `full` residual in the CPU's layout: states, then
-// A, then [W | U]; the workspace the CUDA kernels' own), batched GEMMs over chunk tiles, and the
-// kernels that load the inputs and prepare every chunk.
-//
-// Every buffer is [slice][NT][chunk tile]: value slices (b, hv) unless noted as key slices (b, h);
-// a last partial chunk is padded with q = k = v = 0, g = 0, beta = 0 (exact, see gdr_internal.h).
+// (gdr_chunked_backward.cu): batched GEMMs over chunk tiles, and the kernels that load the inputs
+// and prepare every chunk. The buffers are the CPU's (kernels/gdr_workspace_layout.h:
+// ChunkedLayout, ChunkedSide::cuda; the `full` residual in the same layout: states, then A, then
+// [W | U]), every one [slice][NT][chunk tile]: value slices (b, hv) unless noted as key slices
+// (b, h); a last partial chunk is padded with q = k = v = 0, g = 0, beta = 0 (exact, see
+// kernels/cpu/gdr_internal.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,58 +14,6 @@
 #include "kernels/cuda/gemm.h"
 
 namespace gdn::gdr::cuda_detail {
-
-template <typename A>
-struct ChunkedBuffers {
-  // forward and recompute
-  A *kq, *kqk;                       // key slices: [k; scale q] (2C x K), [KK; QK] (2C x C)
-  A *v, *G, *gamma, *e, *beta;       // C x V, C each
-  A *a, *p, *x, *wu, *qg, *ke, *vn;  // A, P (C x C), [Xw | Xu], [W | U], gamma Q, e K, Vn
-  // backward only
-  A *d_o, *gam, *dqk, *dSloc, *dSend, *dwu, *dpb, *da, *t1, *xg, *dG, *s;
-  int64_t used = 0;
-
-  ChunkedBuffers(const Problem& pr, A* ws, A* residual, bool backward) {
-    const int64_t C = pr.chunk, K = pr.K, V = pr.V, NT = pr.num_chunks();
-    const int64_t nk = pr.B * pr.H * NT, nv = pr.B * pr.HV * NT;
-    Carver<A> c(ws);
-    kq = c.take(nk * 2 * C * K);
-    kqk = c.take(nk * 2 * C * C);
-    v = c.take(nv * C * V);
-    G = c.take(nv * C);
-    gamma = c.take(nv * C);
-    e = c.take(nv * C);
-    beta = c.take(nv * C);
-    if (pr.residual == Residual::full) {
-      a = residual ? residual + states_elems(pr) : nullptr;
-      wu = residual ? a + full_a_elems(pr) : nullptr;
-    } else {
-      a = c.take(nv * C * C);
-      wu = c.take(nv * C * (K + V));
-    }
-    p = c.take(nv * C * C);
-    x = c.take(nv * C * (K + V));
-    qg = c.take(nv * C * K);
-    ke = c.take(nv * C * K);
-    vn = c.take(nv * C * V);
-    d_o = gam = dqk = dSloc = dSend = dwu = dpb = da = t1 = xg = dG = s = nullptr;
-    if (backward) {
-      d_o = c.take(nv * C * V);
-      gam = c.take(nv * C * C);
-      dqk = c.take(nv * 2 * C * K);  // [dQ; dK] of one value head
-      dSloc = c.take(nv * K * V);
-      dSend = c.take(nv * K * V);
-      dwu = c.take(nv * C * (K + V));
-      dpb = c.take(nv * 2 * C * C);  // [dP (then dPG); Bsym]
-      da = c.take(nv * C * C);
-      t1 = c.take(nv * C * C);
-      xg = c.take(nv * C * C);
-      dG = c.take(nv * C);
-      s = c.take(nv * C);
-    }
-    used = c.used();
-  }
-};
 
 // One operand of a batched GEMM over chunk tiles: tile n is at base + n * stride, n the value tile
 // index, or for `key` operands the key tile of the same (key slice, chunk).
@@ -110,10 +58,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxC = 64;
 
-#define GDN_GRID_LOOP(i, n)                                                 \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 // kq[key tile] = [k; scale q], padded.
 template <typename T, typename A>
 __global__ void load_keys_kernel(Dims d, const T* q, const T* k, A* kq) {
@@ -127,14 +71,24 @@ __global__ void load_keys_kernel(Dims d, const T* q, const T* k, A* kq) {
   }
 }
 
+// Element e of the value tiles [slice][NT][C x V]: whether its row is a real step (not padding),
+// and its offset in a [B, T, HV, V] tensor (v, dO, o) when it is.
+struct ValueElem {
+  bool real;
+  int64_t at;
+};
+__device__ __forceinline__ ValueElem value_elem(const Dims& d, int64_t e) {
+  const int64_t i = e / (d.C * d.V), r = (e / d.V) % d.C, l = e % d.V;
+  const int64_t s = i / d.NT, t = (i % d.NT) * d.C + r;
+  return ValueElem{t < d.T, d.vo(s / d.HV, t, s % d.HV) + l};
+}
+
 // dst[value tile] = rows of a [B, T, HV, V] tensor (v or dO), padded.
 template <typename T, typename A>
 __global__ void load_values_kernel(Dims d, const T* src, A* dst) {
-  const int64_t C = d.C, V = d.V;
-  GDN_GRID_LOOP(e, d.B * d.HV * d.NT * C * V) {
-    const int64_t i = e / (C * V), r = (e / V) % C, l = e % V;
-    const int64_t s = i / d.NT, t = (i % d.NT) * C + r;
-    dst[e] = t < d.T ? to_acc(src[d.vo(s / d.HV, t, s % d.HV) + l]) : A(0);
+  GDN_GRID_LOOP(e, d.B * d.HV * d.NT * d.C * d.V) {
+    const ValueElem x = value_elem(d, e);
+    dst[e] = x.real ? to_acc(src[x.at]) : A(0);
   }
 }
 
@@ -163,7 +117,7 @@ __global__ void load_gates_kernel(Dims d, const T* g, const T* beta, A* G, A* ga
 // (kernel_math.h: unit_lower_inverse_column), in place in the shared tile.
 template <typename A>
 __global__ void __launch_bounds__(kThreads)
-    prepare_kernel(Dims d, ChunkedBuffers<A> w, bool have_a, A* gam) {
+    prepare_kernel(Dims d, ChunkedLayout<A> w, bool have_a, A* gam) {
   constexpr int ld = kMaxC + 1;  // padded rows: no bank conflicts down a column
   __shared__ A m[kMaxC * ld];
   const int64_t C = d.C, K = d.K, V = d.V, KpV = K + V;
@@ -210,7 +164,7 @@ __global__ void copy_u_kernel(Dims d, const A* wu, A* vn) {
 
 // Loads q, k (key tiles), v, gates (value tiles) of every chunk; [KK; QK] = [k; q] k^T.
 template <typename T, typename A>
-void load_all(const Dims& d, const Inputs<T>& in, const ChunkedBuffers<A>& w, cudaStream_t s) {
+void load_all(const Dims& d, const Inputs<T>& in, const ChunkedLayout<A>& w, cudaStream_t s) {
   const int64_t C = d.C, K = d.K, nk = d.B * d.H * d.NT, nv = d.B * d.HV * d.NT;
   load_keys_kernel<T, A><<<grid_1d(nk * C * K, kThreads), kThreads, 0, s>>>(d, in.q, in.k, w.kq);
   GDN_KCUDA_LAUNCHED("gdr chunked load keys");
@@ -226,8 +180,7 @@ void load_all(const Dims& d, const Inputs<T>& in, const ChunkedBuffers<A>& w, cu
 // Every chunk's P, X, gamma Q, e K (and Gam into gam when given); A and [W | U] = A X unless
 // have_a (the `full` residual holds them).
 template <typename A>
-void prepare_chunks(const Dims& d, const ChunkedBuffers<A>& w, bool have_a, A* gam,
-                    cudaStream_t s) {
+void prepare_chunks(const Dims& d, const ChunkedLayout<A>& w, bool have_a, A* gam, cudaStream_t s) {
   const int64_t C = d.C, KpV = d.K + d.V, nv = d.B * d.HV * d.NT;
   prepare_kernel<A><<<unsigned(nv), kThreads, 0, s>>>(d, w, have_a, gam);
   GDN_KCUDA_LAUNCHED("gdr chunked prepare");
@@ -238,7 +191,7 @@ void prepare_chunks(const Dims& d, const ChunkedBuffers<A>& w, bool have_a, A* g
 
 // Vn = U for every chunk (the GEMM - W S follows).
 template <typename A>
-void copy_u(const Dims& d, const ChunkedBuffers<A>& w, cudaStream_t s) {
+void copy_u(const Dims& d, const ChunkedLayout<A>& w, cudaStream_t s) {
   copy_u_kernel<A>
       <<<grid_1d(d.B * d.HV * d.NT * d.C * d.V, kThreads), kThreads, 0, s>>>(d, w.wu, w.vn);
   GDN_KCUDA_LAUNCHED("gdr chunked copy U");

@@ -55,7 +55,7 @@ __device__ __forceinline__ A row_dot(const A* x, const A* y, int64_t n) {
 //   <S, dS'> (gate_grad_store).
 template <typename T, typename A>
 __global__ void __launch_bounds__(kChunkThreads)
-    chunk_grads_kernel(Dims d, ChunkedBuffers<A> w, const A* states, T* dv, T* dg, T* dbeta) {
+    chunk_grads_kernel(Dims d, ChunkedLayout<A> w, const A* states, T* dv, T* dg, T* dbeta) {
   __shared__ A dbeta_r[kMaxC];
   __shared__ A red[kChunkThreads];
   const int64_t C = d.C, K = d.K, V = d.V, KpV = K + V, KV = K * V;
@@ -129,34 +129,36 @@ __global__ void group_sum_kernel(Dims d, const A* dqk, T* dq, T* dk) {
   }
 }
 
-}  // namespace
-
-template <typename T>
-void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                      cudaStream_t stream) {
-  using A = acc_t<T>;
-  const Dims d = dims_of(p);
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
-  const int64_t nv = p.B * p.HV * NT, slices = p.B * p.HV;
-  const ChunkedBuffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true);
-  const A* states = args.residual;
+// Loads every chunk and recomputes its forward (A, [W | U] come from the residual under `full`):
+// Vn = U - W S;  dVn = P^T dO (+ diag(e) K dS' in state_grad_recurrence), in the right columns of
+// dWU;  dSloc = (gamma Q)^T dO.
+template <typename T, typename A>
+void recompute_chunks(const Dims& d, const Problem& p, const Inputs<T>& in,
+                      const BackwardArgs<T>& args, const ChunkedLayout<A>& w, cudaStream_t stream) {
+  const int64_t C = d.C, K = d.K, V = d.V, KV = K * V, KpV = K + V, nv = d.B * d.HV * d.NT;
   load_all(d, in, w, stream);
   load_values_kernel<T, A>
       <<<grid_1d(nv * C * V, kThreads), kThreads, 0, stream>>>(d, args.d_o, w.d_o);
   GDN_KCUDA_LAUNCHED("gdr chunked load dO");
   prepare_chunks(d, w, p.residual == Residual::full, w.gam, stream);
-  // Vn = U - W S
   copy_u(d, w, stream);
-  batched<A>(d, false, false, C, V, K, -1.0, {w.wu, KpV, C * KpV}, {states, V, KV}, 1.0, w.vn, V,
-             C * V, stream);
-  // dVn = P^T dO (+ diag(e) K dS' below), into the right columns of dWU;  dSloc = (gamma Q)^T dO
-  A* dvn = w.dwu + K;
-  batched<A>(d, true, false, C, V, C, 1.0, {w.p, C, C * C}, {w.d_o, V, C * V}, 0.0, dvn, KpV,
+  batched<A>(d, false, false, C, V, K, -1.0, {w.wu, KpV, C * KpV}, {args.residual, V, KV}, 1.0,
+             w.vn, V, C * V, stream);
+  batched<A>(d, true, false, C, V, C, 1.0, {w.p, C, C * C}, {w.d_o, V, C * V}, 0.0, w.dwu + K, KpV,
              C * KpV, stream);
   batched<A>(d, true, false, K, V, C, 1.0, {w.qg, K, C * K}, {w.d_o, V, C * V}, 0.0, w.dSloc, V, KV,
              stream);
-  // The recurrence in reverse; dSend[c] keeps dS' of chunk c, dSloc[c] becomes dS of chunk c.
-  for (int64_t c = NT - 1; c >= 0; --c) {
+}
+
+// The recurrence in reverse, chunk after chunk over the value slices: dVn += diag(e) K dS';
+// dS = gamma_C dS' + dSloc - W^T dVn. dSend[c] keeps dS' of chunk c, dSloc[c] becomes dS of
+// chunk c; dh0 = dS of chunk 0 (with an initial state).
+template <typename T, typename A>
+void state_grad_recurrence(const Dims& d, const Problem& p, const BackwardArgs<T>& args,
+                           const ChunkedLayout<A>& w, cudaStream_t stream) {
+  const int64_t C = d.C, K = d.K, V = d.V, KV = K * V, KpV = K + V, slices = d.B * d.HV;
+  A* dvn = w.dwu + K;
+  for (int64_t c = d.NT - 1; c >= 0; --c) {
     state_grad_start_kernel<A><<<grid_1d(slices * KV, kThreads), kThreads, 0, stream>>>(
         d, c, args.dht, w.gamma, w.dSloc, w.dSend);
     GDN_KCUDA_LAUNCHED("gdr chunked state grad");
@@ -170,8 +172,14 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
         <<<grid_1d(slices * KV, kThreads), kThreads, 0, stream>>>(d, w.dSloc, args.dh0);
     GDN_KCUDA_LAUNCHED("gdr chunked dh0");
   }
-  // Chunk-local products over the whole length.
-  A* dkv = w.dqk + C * K;
+}
+
+// The chunk-local products over the whole length (DS, Vn dS'^T in the dQ, dK rows of dqk).
+template <typename A>
+void chunk_products(const Dims& d, const A* states, const ChunkedLayout<A>& w,
+                    cudaStream_t stream) {
+  const int64_t C = d.C, K = d.K, V = d.V, KV = K * V, KpV = K + V;
+  A *dvn = w.dwu + K, *dkv = w.dqk + C * K;
   batched<A>(d, false, true, C, C, V, 1.0, {w.d_o, V, C * V}, {w.vn, V, C * V}, 0.0, w.dpb, C,
              2 * C * C, stream);  // dP = dO Vn^T
   batched<A>(d, false, true, C, K, V, 1.0, {w.d_o, V, C * V}, {states, V, KV}, 0.0, w.dqk, K,
@@ -188,17 +196,40 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
              stream);  // T1 = dA A^T
   batched<A>(d, true, false, C, C, C, -1.0, {w.a, C, C * C}, {w.t1, C, C * C}, 0.0, w.da, C, C * C,
              stream);  // dM = -A^T T1 (strict lower used)
-  chunk_grads_kernel<T, A>
-      <<<unsigned(nv), kChunkThreads, 0, stream>>>(d, w, states, args.dv, args.dg, args.dbeta);
+}
+
+// The element-wise terms of every chunk (chunk_grads_kernel: dv, dg, dbeta, dPG, Bsym), then
+// [dQ; dK] += [dPG; Bsym] K and dK += dPG^T Q per value head (k, q from the key tile), and dq, dk
+// summed over each group.
+template <typename T, typename A>
+void chunk_grads(const Dims& d, const BackwardArgs<T>& args, const ChunkedLayout<A>& w,
+                 cudaStream_t stream) {
+  const int64_t C = d.C, K = d.K;
+  chunk_grads_kernel<T, A><<<unsigned(d.B * d.HV * d.NT), kChunkThreads, 0, stream>>>(
+      d, w, args.residual, args.dv, args.dg, args.dbeta);
   GDN_KCUDA_LAUNCHED("gdr chunked chunk grads");
-  // [dQ; dK] += [dPG; Bsym] K;  dK += dPG^T Q  (per value head; k, q from the key tile)
   batched<A>(d, false, false, 2 * C, K, C, 1.0, {w.dpb, C, 2 * C * C}, {w.kq, K, 2 * C * K, true},
              1.0, w.dqk, K, 2 * C * K, stream);
   batched<A>(d, true, false, C, K, C, 1.0, {w.dpb, C, 2 * C * C},
-             {w.kq + C * K, K, 2 * C * K, true}, 1.0, dkv, K, 2 * C * K, stream);
-  group_sum_kernel<T, A><<<grid_1d(p.B * p.H * NT * C * K, kThreads), kThreads, 0, stream>>>(
+             {w.kq + C * K, K, 2 * C * K, true}, 1.0, w.dqk + C * K, K, 2 * C * K, stream);
+  group_sum_kernel<T, A><<<grid_1d(d.B * d.H * d.NT * C * K, kThreads), kThreads, 0, stream>>>(
       d, w.dqk, args.dq, args.dk);
   GDN_KCUDA_LAUNCHED("gdr chunked group sum");
+}
+
+}  // namespace
+
+template <typename T>
+void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                      cudaStream_t stream) {
+  using A = acc_t<T>;
+  const Dims d = dims_of(p);
+  const ChunkedLayout<A> w(p, args.workspace, const_cast<A*>(args.residual), true,
+                           ChunkedSide::cuda);
+  recompute_chunks(d, p, in, args, w, stream);
+  state_grad_recurrence(d, p, args, w, stream);
+  chunk_products(d, args.residual, w, stream);
+  chunk_grads(d, args, w, stream);
 }
 
 GDN_GDR_CUDA_INSTANTIATE_BWD(chunked_backward)

@@ -1,28 +1,26 @@
 // Shared pieces of the CUDA gated delta rule (gdr_recurrent.cu, gdr_chunked*.cu, gdr_ssd.cu,
 // gdr_dispatch.cu): problem sizes as a plain struct kernels can take by value, the time-major
 // offsets of gated_delta_rule.h, block-wide helpers (a small row-major GEMM, the in-chunk gate
-// gradient), the scratch layouts (the CPU kernels' carving, so workspace sizes are shared), and
-// the entry points of each implementation.
+// gradient), the scratch layouts (kernels/gdr_workspace_layout.h, carved as on the CPU), and the
+// entry points of each implementation.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/gdr_internal.h"  // Carver, states_elems, the CPU workspace sizes
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gdr_fused_plan.h"
 #include "kernels/cuda/kernel_math.h"
 #include "kernels/cuda/launch_math.h"
 #include "kernels/gated_delta_rule.h"
+#include "kernels/gdr_workspace_layout.h"
 
 namespace gdn::gdr::cuda_detail {
 
 using namespace ::gdn::cuda;  // device_util.cuh: reductions, acc_exp, checks
-using detail::Carver;
-using detail::full_a_elems;
-using detail::full_wu_elems;
-using detail::states_elems;
+using detail::ChunkedLayout;
+using detail::ChunkedSide;
 
 // Problem sizes for device code; NT chunks of C steps, G value heads per key head.
 struct Dims {
@@ -73,64 +71,19 @@ __device__ void gate_grad_store(const A* a, const A* X, A c, int rows, int C, T*
   if (t < C && t < rows) dg[t * stride] = from_acc<T>(gate_grad_at(t, a, X, c, C));
 }
 
-// Offsets (Acc elements, 16-element aligned) of the recurrent backward's per-key-slice scratch:
-// the states after each step of one chunk (C x K x V), dS, and the fp32 dq, dk of the whole
-// sequence summed over the group (the step vectors live in shared memory).
-struct RecurrentBackwardLayout {
-  int64_t states, dS, dq, dk, per_slice;
-  explicit RecurrentBackwardLayout(const Problem& p) {
-    Carver<float> c(nullptr);
-    auto take = [&](int64_t n) {
-      const int64_t at = c.used();
-      c.take(n);
-      return at;
-    };
-    states = take(p.chunk * p.K * p.V);
-    dS = take(p.K * p.V);
-    dq = take(p.T * p.K);
-    dk = take(p.T * p.K);
-    per_slice = c.used();
-  }
-};
+// Offsets (Acc elements) of the recurrent backward's per-key-slice scratch: the CPU's layout
+// without the step vectors, which live in shared memory.
+using RecurrentBackwardLayout = detail::RecurrentScratch<int64_t>;
+inline RecurrentBackwardLayout recurrent_backward_layout(const Problem& p) {
+  return RecurrentBackwardLayout(p, 0, true, false);
+}
 
-// Offsets of the ssd backward's per-key-slice scratch (the tiles of kernels/cpu/gdr_ssd.cpp's
-// backward, one chunk of one key slice at a time).
-struct SsdBackwardLayout {
-  int64_t kq, qk, v, G, gamma, e, qg, dqk, d_o, dG, s, gam, p, ke, DS, dv, dp, xg, col, tmp, dS_new,
-      dS, per_slice;
-  explicit SsdBackwardLayout(const Problem& pr) {
-    const int64_t C = pr.chunk, K = pr.K, V = pr.V;
-    Carver<float> c(nullptr);
-    auto take = [&](int64_t n) {
-      const int64_t at = c.used();
-      c.take(n);
-      return at;
-    };
-    kq = take(2 * C * K);
-    qk = take(C * C);
-    v = take(C * V);
-    G = take(C);
-    gamma = take(C);
-    e = take(C);
-    qg = take(C * K);
-    dqk = take(2 * C * K);
-    d_o = take(C * V);
-    dG = take(C);
-    s = take(C);
-    gam = take(C * C);
-    p = take(C * C);
-    ke = take(C * K);
-    DS = take(C * K);
-    dv = take(C * V);
-    dp = take(C * C);
-    xg = take(C * C);
-    col = take(C);
-    tmp = take(C * K);
-    dS_new = take(K * V);
-    dS = take(pr.group() * K * V);
-    per_slice = c.used();
-  }
-};
+// Offsets of the ssd backward's per-key-slice scratch: the tiles of kernels/cpu/gdr_ssd.cpp's
+// backward, one chunk of one key slice at a time.
+using SsdBackwardLayout = detail::SsdScratch<int64_t>;
+inline SsdBackwardLayout ssd_backward_layout(const Problem& p) {
+  return SsdBackwardLayout(p, 0, true);
+}
 
 // Workspace (Acc elements) of each implementation; forward_cuda's of recurrent and ssd is 0.
 int64_t chunked_workspace(const Problem& p, bool backward);

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "kernels/gated_delta_rule.h"
+#include "kernels/gdr_workspace_layout.h"
 #include "kernels/numeric.h"
 
 namespace gdn::gdr::fused {
@@ -66,37 +67,18 @@ GDN_HD int64_t key_tile_elems(int64_t C, int64_t K, int64_t in_bytes) {
   return 2 * C * K * in_bytes / acc_bytes_of(in_bytes);
 }
 
-// Hands out consecutive offsets, each rounded up to a multiple of 16 elements.
-struct OffsetCarver {
-  int64_t at = 0;
-  GDN_HD int64_t take(int64_t n) {
-    const int64_t o = at;
-    at += (n + 15) / 16 * 16;
-    return o;
-  }
-};
-
 // Offsets (accumulator elements, multiples of 16) of the forward kernel's shared buffers.
 struct ForwardLayout {
   int64_t S, kq, kkg, p, a, tinv, y, og, vn, gl, G, gamma, e, beta, total;
   GDN_HD ForwardLayout(int64_t C, int64_t K, int64_t vt, int64_t in_bytes) {
-    OffsetCarver c;
-    auto take = [&](int64_t n) { return c.take(n); };
-    S = take(K * vt);
-    kq = take(key_tile_elems(C, K, in_bytes));
-    kkg = take(C * C);
-    p = take(C * C);
-    a = take(C * C);
-    tinv = take(16 * C);
-    y = take(C * vt);
-    og = take(C * vt);
-    vn = take(C * vt);
-    gl = take(C);
-    G = take(C);
-    gamma = take(C);
-    e = take(C);
-    beta = take(C);
-    total = c.at;
+    detail::Carver<int64_t> c;
+    S = c.take(K * vt);
+    kq = c.take(key_tile_elems(C, K, in_bytes));
+    c.take_each(C * C, kkg, p, a);
+    tinv = c.take(16 * C);
+    c.take_each(C * vt, y, og, vn);
+    c.take_each(C, gl, G, gamma, e, beta);
+    total = c.used();
   }
 };
 
@@ -106,36 +88,16 @@ struct BackwardLayout {
   int64_t S, dS, kq, kkg, p, a, dpg, xg, da, yr, ksg, qd, dO, kd, vn;
   int64_t gl, G, gamma, e, beta, avec, svec, zy, zk, red, consts, ticket, total;
   GDN_HD BackwardLayout(int64_t C, int64_t K, int64_t vt, int64_t threads, int64_t in_bytes) {
-    OffsetCarver c;
-    auto take = [&](int64_t n) { return c.take(n); };
-    S = take(K * vt);
-    dS = take(K * vt);
-    kq = take(key_tile_elems(C, K, in_bytes));
-    kkg = take(C * C);
-    p = take(C * C);
-    a = take(C * C);
-    dpg = take(C * C);
-    xg = take(C * C);
-    da = take(C * C);
-    yr = take(C * vt);
-    ksg = take(C * vt);
-    qd = take(C * vt);
-    dO = take(C * vt);
-    kd = take(C * vt);
-    vn = take(C * vt);
-    gl = take(C);
-    G = take(C);
-    gamma = take(C);
-    e = take(C);
-    beta = take(C);
-    avec = take(C);
-    svec = take(C);
-    zy = take(C);
-    zk = take(C);
-    red = take(threads);
-    consts = take(2);
-    ticket = take(1);  // an int: the block's ticket (BlockExec::claim_ticket)
-    total = c.at;
+    detail::Carver<int64_t> c;
+    c.take_each(K * vt, S, dS);
+    kq = c.take(key_tile_elems(C, K, in_bytes));
+    c.take_each(C * C, kkg, p, a, dpg, xg, da);
+    c.take_each(C * vt, yr, ksg, qd, dO, kd, vn);
+    c.take_each(C, gl, G, gamma, e, beta, avec, svec, zy, zk);
+    red = c.take(threads);
+    consts = c.take(2);
+    ticket = c.take(1);  // an int: the block's ticket (BlockExec::claim_ticket)
+    total = c.used();
   }
 };
 

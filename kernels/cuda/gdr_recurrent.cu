@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kBwdThreads)
   const int64_t kh = blockIdx.x, b = kh / d.H, h = kh % d.H;
   const int64_t K = d.K, V = d.V, KV = K * V, C = d.C, NT = d.NT;
   const A scale = A(d.scale);
-  A* ws = args.workspace + kh * L.per_slice;
+  A* ws = args.workspace + kh * L.used;
   A *states = ws + L.states, *dS = ws + L.dS, *dq = ws + L.dq, *dk = ws + L.dk;
   for (int64_t e = tid; e < d.T * K; e += blockDim.x) dq[e] = dk[e] = A(0);
   __syncthreads();
@@ -223,13 +223,13 @@ void recurrent_forward(const Problem& p, const Inputs<T>& in, const ForwardOutpu
 template <typename T>
 void recurrent_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                         cudaStream_t stream) {
-  const RecurrentBackwardLayout L(p);
+  const RecurrentBackwardLayout L = recurrent_backward_layout(p);
   backward_kernel<T><<<unsigned(p.B * p.H), kBwdThreads, 0, stream>>>(dims_of(p), in, args, L);
   GDN_KCUDA_LAUNCHED("gdr recurrent backward");
 }
 
 int64_t recurrent_backward_workspace(const Problem& p) {
-  return p.B * p.H * RecurrentBackwardLayout(p).per_slice;
+  return p.B * p.H * recurrent_backward_layout(p).used;
 }
 
 GDN_GDR_CUDA_INSTANTIATE_FWD(recurrent_forward, bool, cudaStream_t)

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
   const int C = int(d.C), K = int(d.K), V = int(d.V);
   const int64_t KV = d.K * d.V, NT = d.NT;
   const int64_t kh = blockIdx.x, b = kh / d.H, h = kh % d.H;
-  A* w = args.workspace + kh * L.per_slice;
+  A* w = args.workspace + kh * L.used;
   A *k = w + L.kq, *qs = k + C * K, *qk = w + L.qk, *v = w + L.v, *G = w + L.G;
   A *gamma = w + L.gamma, *e = w + L.e, *qg = w + L.qg, *dq = w + L.dqk, *dk = dq + C * K;
   A *d_o = w + L.d_o, *dG = w + L.dG, *sv = w + L.s, *gam = w + L.gam, *P = w + L.p;
@@ -142,9 +142,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void zero_kernel(T* p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    p[i] = from_acc<T>(acc_t<T>(0));
+  GDN_GRID_LOOP(i, n)
+  p[i] = from_acc<T>(acc_t<T>(0));
 }
 
 }  // namespace
@@ -152,7 +151,7 @@ __global__ void zero_kernel(T* p, int64_t n) {
 template <typename T>
 void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                   cudaStream_t stream) {
-  const SsdBackwardLayout L(p);
+  const SsdBackwardLayout L = ssd_backward_layout(p);
   if (args.dbeta) {
     const int64_t n = p.B * p.T * p.HV;
     zero_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, stream>>>(args.dbeta, n);
@@ -163,7 +162,7 @@ void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& 
 }
 
 int64_t ssd_backward_workspace(const Problem& p) {
-  return p.B * p.H * SsdBackwardLayout(p).per_slice;
+  return p.B * p.H * ssd_backward_layout(p).used;
 }
 
 GDN_GDR_CUDA_INSTANTIATE_BWD(ssd_backward)

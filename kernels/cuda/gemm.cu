@@ -50,8 +50,7 @@ template <typename T>
 __global__ void scale_matrices_kernel(T* C, int64_t M, int64_t N, int64_t ldc, int64_t stride_c,
                                       int64_t batch, double beta) {
   const int64_t total = batch * M * N;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, total) {
     const int64_t b = i / (M * N), r = (i / N) % M, c = i % N;
     T* p = C + b * stride_c + r * ldc + c;
     *p = beta == 0 ? from_acc<T>(acc_t<T>(0)) : from_acc<T>(acc_t<T>(beta) * to_acc(*p));

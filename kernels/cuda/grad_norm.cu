@@ -36,8 +36,7 @@ __device__ double block_sum(double v) {
 template <typename T>
 __global__ void partial_sum_squares_kernel(const T* x, int64_t n, double* partial) {
   double s = 0.0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, n) {
     const double v = widen(x[i]);
     s += v * v;
   }

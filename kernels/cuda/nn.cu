@@ -40,8 +40,7 @@ __global__ void first_bad_index_kernel(const I* idx, int64_t n, int64_t v, int64
 template <typename T, typename I>
 __global__ void embedding_gather_kernel(const T* weight, const I* idx, int64_t n, int64_t v,
                                         int64_t d, T* out) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * d;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(e, n * d) {
     const int64_t r = int64_t(idx[e / d]);
     out[e] = (r >= 0 && r < v) ? weight[r * d + e % d] : from_acc<T>(acc_t<T>(0));
   }
@@ -73,6 +72,14 @@ __global__ void embedding_backward_kernel(const T* dout, const I* idx, int64_t n
   }
 }
 
+// sum_j x_j^2 of one row by the whole block (block_sum); every thread gets it.
+template <typename T>
+__device__ acc_t<T> block_sum_squares(const T* x, int64_t d, acc_t<T>* shm) {
+  acc_t<T> ss = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += to_acc(x[j]) * to_acc(x[j]);
+  return block_sum(ss, shm);
+}
+
 template <typename T>
 __global__ void rms_norm_forward_kernel(const T* x, const T* w, int64_t n, int64_t d, double eps,
                                         T* y, acc_t<T>* rstd) {
@@ -80,10 +87,7 @@ __global__ void rms_norm_forward_kernel(const T* x, const T* w, int64_t n, int64
   __shared__ A shm[kMaxBlock];
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T* xr = x + row * d;
-    A ss = 0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += to_acc(xr[j]) * to_acc(xr[j]);
-    ss = block_sum(ss, shm);
-    const A r = acc_rsqrt(ss / A(d) + A(eps));
+    const A r = acc_rsqrt(block_sum_squares(xr, d, shm) / A(d) + A(eps));
     if (threadIdx.x == 0) rstd[row] = r;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
       y[row * d + j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)));
@@ -116,10 +120,7 @@ __global__ void l2_norm_forward_kernel(const T* x, int64_t n, int64_t d, double 
   __shared__ A shm[kMaxBlock];
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T* xr = x + row * d;
-    A ss = 0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += to_acc(xr[j]) * to_acc(xr[j]);
-    ss = block_sum(ss, shm);
-    const A r = acc_rsqrt(ss + A(eps));
+    const A r = acc_rsqrt(block_sum_squares(xr, d, shm) + A(eps));
     if (threadIdx.x == 0) rn[row] = r;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
       y[row * d + j] = from_acc<T>(to_acc(xr[j]) * r);
@@ -186,8 +187,7 @@ __global__ void column_partials_kernel(Term term, int64_t n, int64_t cols, int64
 // Pass 2: out[col] = sum_p partial[p, col], p in order.
 template <typename T>
 __global__ void column_total_kernel(const acc_t<T>* partial, int64_t parts, int64_t cols, T* out) {
-  for (int64_t col = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; col < cols;
-       col += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(col, cols) {
     acc_t<T> acc = 0;
     for (int64_t p = 0; p < parts; ++p) acc += partial[p * cols + col];
     out[col] = from_acc<T>(acc);
@@ -207,36 +207,20 @@ void column_sums(Term term, int64_t n, int64_t cols, T* out, acc_t<T>* workspace
       <<<grid_1d(cols, kThreads), kThreads, 0, s>>>(workspace, split.parts, cols, out);
 }
 
+// out[b, s, ch] = sum_j w[ch, j] in[b, s + dir (j - k + 1), ch] over the taps j whose step lies in
+// [0, t): dir = 1 is the causal conv, y from x; dir = -1 its dx from dy (the taps in reverse).
 template <typename T>
-__global__ void conv_forward_kernel(const T* x, const T* w, int64_t b, int64_t t, int64_t c,
-                                    int64_t k, T* y) {
+__global__ void conv_taps_kernel(const T* w, const T* in, int64_t b, int64_t t, int64_t c,
+                                 int64_t k, int64_t dir, T* out) {
   using A = acc_t<T>;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < b * t * c;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(e, b * t * c) {
     const int64_t ch = e % c, s = (e / c) % t, row = e / c;
     A acc = 0;
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t src = s - k + 1 + j;
-      if (src >= 0) acc += to_acc(w[ch * k + j]) * to_acc(x[(row - k + 1 + j) * c + ch]);
+      const int64_t shift = dir * (j - k + 1), src = s + shift;
+      if (src >= 0 && src < t) acc += to_acc(w[ch * k + j]) * to_acc(in[(row + shift) * c + ch]);
     }
-    y[e] = from_acc<T>(acc);
-  }
-}
-
-// dx[b,s,ch] = sum_j w[ch,j] dy[b, s+k-1-j, ch]
-template <typename T>
-__global__ void conv_backward_dx_kernel(const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                                        int64_t k, T* dx) {
-  using A = acc_t<T>;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < b * t * c;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = e % c, s = (e / c) % t, row = e / c;
-    A acc = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t dst = s + k - 1 - j;
-      if (dst < t) acc += to_acc(w[ch * k + j]) * to_acc(dy[(row + k - 1 - j) * c + ch]);
-    }
-    dx[e] = from_acc<T>(acc);
+    out[e] = from_acc<T>(acc);
   }
 }
 
@@ -305,8 +289,8 @@ template <typename T>
 void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
                            void* stream) {
   if (b * t * c == 0) return;
-  conv_forward_kernel<T>
-      <<<grid_1d(b * t * c, kThreads), kThreads, 0, as_stream(stream)>>>(x, w, b, t, c, k, y);
+  conv_taps_kernel<T>
+      <<<grid_1d(b * t * c, kThreads), kThreads, 0, as_stream(stream)>>>(w, x, b, t, c, k, 1, y);
   GDN_KCUDA_LAUNCHED("causal_conv1d");
 }
 
@@ -315,8 +299,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
                             int64_t k, T* dx, T* dw, acc_t<T>* workspace, void* stream) {
   cudaStream_t s = as_stream(stream);
   if (dx && b * t * c > 0)
-    conv_backward_dx_kernel<T>
-        <<<grid_1d(b * t * c, kThreads), kThreads, 0, s>>>(w, dy, b, t, c, k, dx);
+    conv_taps_kernel<T>
+        <<<grid_1d(b * t * c, kThreads), kThreads, 0, s>>>(w, dy, b, t, c, k, -1, dx);
   if (dw) column_sums<T>(ConvDwTerm<T>{x, dy, t, c, k}, b * t, c * k, dw, workspace, s);
   GDN_KCUDA_LAUNCHED("causal_conv1d backward");
 }

@@ -105,8 +105,7 @@ template <typename T>
 __global__ void max_backward_kernel(const T* dy, const int64_t* argmax, int64_t outer, int64_t r,
                                     int64_t inner, T* dx) {
   const int64_t total = outer * r * inner;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(e, total) {
     const int64_t o = e / (r * inner), j = (e / inner) % r, i = e % inner;
     const int64_t q = o * inner + i;
     dx[e] = argmax[q] == j ? dy[q] : from_acc<T>(acc_t<T>(0));
@@ -228,8 +227,7 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const I* targets,
                                               int64_t ignore_index, T* dlogits) {
   using A = acc_t<T>;
   const A scale = stats[1] > A(0) ? dloss[0] / stats[1] : A(0);
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * v;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(e, n * v) {
     const int64_t i = e / v, j = e % v, t = int64_t(targets[i]);
     if (t == ignore_index) {
       dlogits[e] = from_acc<T>(A(0));

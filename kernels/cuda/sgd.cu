@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/launch_math.h"
 #include "kernels/cuda/sgd.h"
 
 namespace gdn::cuda {
@@ -11,18 +12,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-inline unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return unsigned(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
-}
-
 template <typename T>
 __global__ void sgd_kernel(T* param, const T* grad, acc_t<T>* buf, int64_t n, acc_t<T> lr,
                            acc_t<T> momentum, acc_t<T> one_minus_dampening, acc_t<T> wd,
                            bool nesterov, bool first) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GDN_GRID_LOOP(i, n) {
     A p = to_acc(param[i]);
     kern::sgd_update<A>(p, to_acc(grad[i]), buf ? buf + i : nullptr, lr, momentum,
                         one_minus_dampening, wd, nesterov, first);
@@ -38,7 +33,7 @@ void sgd_step(T* param, const T* grad, acc_t<T>* momentum_buf, int64_t n, const 
   using A = acc_t<T>;
   if (n == 0) return;
   A* buf = step.momentum != 0.0 ? momentum_buf : nullptr;
-  sgd_kernel<T><<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  sgd_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       param, grad, buf, n, A(step.lr), A(step.momentum), A(1.0 - step.dampening),
       A(step.weight_decay), step.nesterov, step.first);
   GDN_KCUDA_LAUNCHED("sgd");
