@@ -9,6 +9,8 @@
 //
 // Kernels never allocate: the caller asks for the sizes below, allocates (so that the memory
 // profiler sees every byte, tagged) and passes pointers. Sizes are counts of Acc elements.
+// Each implementation is an entry of kernels/gdr_registry.h; the entry points below dispatch
+// through it.
 #pragma once
 #include <cstdint>
 #include <string>

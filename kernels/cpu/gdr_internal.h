@@ -1,7 +1,7 @@
 // Internal helpers of the CPU gated-delta-rule kernels (gdr_*.cpp): the parallel loop over
 // slices with their scratch, loading one chunk of a (batch, head) slice into the accumulator type
 // with zero padding, the in-chunk gate cumsum and decay factors, the unit lower triangular
-// inverse, and the entry points that kernels/gated_delta_rule.cpp dispatches to. The workspace
+// inverse, and the entry points that the registry (kernels/gdr_registry.cpp) holds. The workspace
 // layouts shared with the CUDA kernels are in kernels/gdr_workspace_layout.h.
 //
 // Padding: a last partial chunk is padded to C rows with q = k = v = 0, g = 0, beta = 0. With
@@ -206,7 +206,7 @@ void store_chunk_gate_grad(const A* a, A* X, const A* s, A c, int64_t rows, int6
   store_gate_grad(a, X, c, rows, C, col, dg, stride);
 }
 
-// Entry points (one file each); inputs are validated by the dispatcher.
+// Entry points (one file each), held by the registry; forward_cpu / backward_cpu validate first.
 #define GDN_GDR_DECLARE(name)                                                               \
   int64_t name##_forward_workspace(const Problem& p);                                       \
   int64_t name##_backward_workspace(const Problem& p);                                      \
