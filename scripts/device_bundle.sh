@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${1:-90}
 build=build-device
-targets=(gdn gdr_lab conv_lab test_cuda_gdr test_cuda_ops test_cuda_nn test_cuda_optim test_cuda_train
-  test_cuda_dist)
+targets=(gdn gdr_lab conv_lab test_cuda_gdr test_cuda_ops test_cuda_nn test_cuda_parity test_cuda_optim
+  test_cuda_train test_cuda_dist)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGDN_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j "${GDN_JOBS:-$(nproc)}" --target "${targets[@]}"
