@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "src/core/error.h"
+#include "src/data/temp_files.h"
 
 namespace gdn::data {
 
@@ -28,21 +29,10 @@ constexpr size_t kSentenceBytes = 4096;
 
 // Writes `bytes` to dir/name through a temporary file and a rename, so readers never see a
 // half-written tokenizer.
-std::string write_file_atomic(const std::string& dir, const std::string& name,
-                              const std::string& bytes) {
+std::string save_file(const std::string& dir, const std::string& name, const std::string& bytes) {
   GDN_CHECK(fs::is_directory(dir), "cannot save the tokenizer: '", dir, "' is not a directory");
   const std::string path = (fs::path(dir) / name).string();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    GDN_CHECK(f, "cannot write '", tmp, "'");
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    f.flush();
-    GDN_CHECK(f, "error writing '", tmp, "'");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  GDN_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  write_file_atomic(path, bytes);
   return path;
 }
 
@@ -96,7 +86,7 @@ class ByteTokenizer final : public Tokenizer {
                         {"description",
                          "UTF-8 bytes as ids 0..255; bos 256 and eos 257 when "
                          "vocab_size is 258"}};
-    return write_file_atomic(dir, "tokenizer.json", j.dump(2) + "\n");
+    return save_file(dir, "tokenizer.json", j.dump(2) + "\n");
   }
 
  private:
@@ -143,7 +133,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     return text;
   }
   std::string save(const std::string& dir) const override {
-    return write_file_atomic(dir, "tokenizer.model", serialized_);
+    return save_file(dir, "tokenizer.model", serialized_);
   }
 
  private:
