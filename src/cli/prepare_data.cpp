@@ -1,5 +1,6 @@
-// `gdn prepare-data`: text files -> tokenizer + train/val token shards + meta.json (the work is
-// gdn::data::prepare_data; this file maps flags onto PrepareOptions and prints the summary).
+// `gdn prepare-data`: text inputs (plain text, JSON Lines, gzip-compressed or not) -> tokenizer +
+// train/val token shards + meta.json (the work is gdn::data::prepare_data; this file maps flags
+// onto PrepareOptions and prints the summary).
 #include <cstdio>
 
 #include "src/cli/commands.h"
@@ -10,14 +11,22 @@ namespace gdn::cli {
 void add_prepare_data_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "prepare-data",
-      "tokenize text files into train/val token shards (default corpus: the Python standard "
-      "library sources)");
+      "tokenize text (plain text or JSON Lines files, gzip or not) into train/val token shards "
+      "(default corpus: the Python standard library sources)");
   auto o = std::make_shared<data::PrepareOptions>();
   auto no_eos = std::make_shared<bool>(false);
   auto no_byte_fallback = std::make_shared<bool>(false);
   cmd->add_option("--input", o->inputs,
-                  "files, directories or glob patterns (quote them); default: the Python "
-                  "standard library (/usr/lib/python3.X)");
+                  "files, directories or glob patterns (quote them): NAME.jsonl[.gz] are JSON "
+                  "Lines (one document per line), anything else plain text (one document per "
+                  "file; NAME.gz decompressed); default: the Python standard library "
+                  "(/usr/lib/python3.X)");
+  cmd->add_option("--text-field", o->text_field,
+                  "JSON Lines: the field holding each document's text")
+      ->capture_default_str();
+  cmd->add_flag("--skip-bad-lines", o->skip_bad_lines,
+                "JSON Lines: skip (and count) lines that are not JSON objects with a string "
+                "text field, instead of stopping at the first");
   auto tokenizer = std::make_shared<std::string>("byte");
   cmd->add_option("--tokenizer", *tokenizer, "byte or sentencepiece")
       ->check(CLI::IsMember({"byte", "sentencepiece"}))
@@ -26,8 +35,8 @@ void add_prepare_data_command(CLI::App& app) {
                   "sentencepiece: vocabulary size (default 8192); byte: 256, or 258 for bos/eos");
   cmd->add_option("--out", o->out_dir, "output directory")->required();
   cmd->add_option("--val-fraction", o->val_fraction,
-                  "share of the bytes for validation, by whole files (ranked by a hash of the "
-                  "path); a single file is split at a tail of its tokens")
+                  "share of the bytes for validation, by whole documents (ranked by a hash of the "
+                  "path, and line); a single document is split at a tail of its tokens")
       ->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "read at most this much text (0: all)")
       ->capture_default_str();
@@ -39,7 +48,7 @@ void add_prepare_data_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-byte-fallback", *no_byte_fallback,
                 "sentencepiece: map unseen characters to <unk> instead of byte pieces");
-  cmd->add_flag("--no-eos", *no_eos, "do not append the eos token after each file");
+  cmd->add_flag("--no-eos", *no_eos, "do not append the eos token after each document");
   cmd->add_option("--seed", o->seed, "seed of the sentencepiece training sample")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "tokenizer threads (0: all cores)")

@@ -1,28 +1,29 @@
-// prepare_data in four passes over the files: scan (validate, measure, apply max_bytes), split
-// (by document hash), tokenizer (SentencePiece: train on a sample of the train documents), and
-// tokenize (threads encode a block of documents, the main thread appends them in order, so the
-// shards do not depend on the thread count).
+// prepare_data in four passes over the documents: scan (read, validate, measure, apply
+// max_bytes), split (by document hash), tokenizer (SentencePiece: train on a sample of the train
+// documents), and tokenize (the main thread reads a block of documents, threads encode them, the
+// main thread appends them in order, so the shards do not depend on the thread count). Each pass
+// reads the files again (DocumentReader yields the same text every time), so memory holds one
+// block of text, not the corpus. meta.json's text comes from meta.cpp.
 #include "src/data/prepare.h"
 
-#include <glob.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "kernels/philox.h"
 #include "src/core/error.h"
 #include "src/data/corpus.h"
+#include "src/data/meta.h"
 #include "src/data/shard.h"
+#include "src/data/temp_files.h"
 #include "src/data/tokenizer.h"
 
 namespace gdn::data {
@@ -32,10 +33,13 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+constexpr size_t kMaxUtf8Listed = 20;  // files with invalid UTF-8 named in the summary
+
 struct Doc {
-  std::string path;
   int64_t bytes = 0;  // used (after a max_bytes cut)
   uint64_t hash = 0;
+  int64_t line = 0;  // its line in a JSON Lines file (0: a plain-text file)
+  int32_t file = 0;  // index into the input files
   bool val = false;
 };
 
@@ -48,13 +52,9 @@ uint64_t path_hash(const std::string& path) {
   return h ^ (h >> 31);
 }
 
-// Up to `limit` bytes of a file (-1: all).
-std::string read_file(const std::string& path, int64_t limit = -1) {
-  std::ifstream f(path, std::ios::binary);
-  GDN_CHECK(f, "cannot open '", path, "'");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (limit >= 0 && int64_t(s.size()) > limit) s.resize(size_t(limit));
-  return s;
+// The split key of a document: its file's key, plus ":LINE" for a line of a JSON Lines file.
+uint64_t doc_hash(const InputFile& f, int64_t line) {
+  return path_hash(line > 0 ? f.key + ":" + std::to_string(line) : f.key);
 }
 
 // The longest prefix of at most `limit` bytes that ends after a newline (else on a character
@@ -70,23 +70,25 @@ size_t cut_point(const std::string& text, size_t limit) {
 
 class Progress {
  public:
-  Progress(bool enabled, std::string stage, int64_t files, int64_t bytes)
+  Progress(bool enabled, std::string stage, std::string unit, int64_t items, int64_t bytes)
       : enabled_(enabled),
         tty_(isatty(2)),
         stage_(std::move(stage)),
-        files_(files),
+        unit_(std::move(unit)),
+        items_(items),
         bytes_(bytes),
         start_(Clock::now()),
         last_(start_) {}
-  void update(int64_t files, int64_t bytes, int64_t tokens, bool final = false) {
+  void update(int64_t items, int64_t bytes, int64_t tokens, bool final = false) {
     if (!enabled_) return;
     const auto now = Clock::now();
     const double since = std::chrono::duration<double>(now - last_).count();
     if (!final && since < (tty_ ? 0.25 : 5.0)) return;
     last_ = now;
     const double secs = std::max(1e-9, std::chrono::duration<double>(now - start_).count());
-    std::fprintf(stderr, "%sgdn prepare-data: %-9s files %lld/%lld  %.1f/%.1f MB", tty_ ? "\r" : "",
-                 stage_.c_str(), (long long)files, (long long)files_, bytes / 1e6, bytes_ / 1e6);
+    std::fprintf(stderr, "%sgdn prepare-data: %-9s %s %lld/%lld  %.1f/%.1f MB", tty_ ? "\r" : "",
+                 stage_.c_str(), unit_.c_str(), (long long)items, (long long)items_, bytes / 1e6,
+                 bytes_ / 1e6);
     if (tokens >= 0)
       std::fprintf(stderr, "  %.2fM tokens  %.2fM tokens/s", tokens / 1e6, tokens / 1e6 / secs);
     std::fprintf(stderr, "  %.1fs%s", secs, tty_ && !final ? "\x1b[K" : "\n");
@@ -94,8 +96,8 @@ class Progress {
 
  private:
   bool enabled_, tty_;
-  std::string stage_;
-  int64_t files_, bytes_;
+  std::string stage_, unit_;
+  int64_t items_, bytes_;
   Clock::time_point start_, last_;
 };
 
@@ -105,64 +107,118 @@ std::string fmt_mb(int64_t bytes) {
   return buf;
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    GDN_CHECK(f, "cannot write '", tmp, "'");
-    f << text;
-    f.flush();
-    GDN_CHECK(f, "error writing '", tmp, "'");
+// The texts of `docs`, in order, each cut to the bytes the scan kept: every file is opened once
+// and read in order. Throws when a file no longer holds a document the scan saw.
+class DocTexts {
+ public:
+  DocTexts(const std::vector<InputFile>& files, const std::vector<Doc>& docs, const ReadOptions& ro)
+      : files_(files), docs_(docs), ro_(ro) {}
+  bool next(size_t& index, std::string& text) {
+    if (next_ >= docs_.size()) return false;
+    const Doc& d = docs_[next_];
+    const std::string& path = files_[size_t(d.file)].path;
+    if (!reader_ || file_ != d.file) {
+      reader_ = std::make_unique<DocumentReader>(path, ro_);
+      file_ = d.file;
+    }
+    const std::string where = d.line > 0 ? str_cat("'", path, "' line ", d.line) : "'" + path + "'";
+    Document doc;
+    do {
+      GDN_CHECK(reader_->next(doc) && doc.line <= d.line, where,
+                " is gone: the file changed since it was scanned");
+    } while (doc.line < d.line);
+    GDN_CHECK(!doc.binary && int64_t(doc.text.size()) >= d.bytes, where,
+              " changed since it was scanned (", d.bytes, " -> ", doc.text.size(), " bytes)");
+    doc.text.resize(size_t(d.bytes));
+    text = std::move(doc.text);
+    index = next_++;
+    return true;
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  GDN_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+
+ private:
+  const std::vector<InputFile>& files_;
+  const std::vector<Doc>& docs_;
+  ReadOptions ro_;
+  std::unique_ptr<DocumentReader> reader_;
+  int32_t file_ = -1;
+  size_t next_ = 0;
+};
+
+ReadOptions read_options(const PrepareOptions& o) {
+  ReadOptions ro;
+  ro.text_field = o.text_field;
+  // The byte tokenizer encodes any byte; SentencePiece would map ill-formed bytes to <unk>.
+  ro.utf8 = o.tokenizer == TokenizerKind::byte ? Utf8Policy::keep : Utf8Policy::replace;
+  ro.skip_bad_lines = o.skip_bad_lines;
+  return ro;
 }
 
-// Pass 1: which files are text, how many bytes of each are used.
-std::vector<Doc> scan(const std::vector<InputFile>& inputs, const PrepareOptions& o,
+// Pass 1: which documents are text, how many bytes of each are used.
+std::vector<Doc> scan(const std::vector<InputFile>& files, const PrepareOptions& o,
                       PrepareSummary& s) {
   std::vector<Doc> docs;
-  std::vector<std::string> files;
-  for (const auto& in : inputs) files.push_back(in.path);
   int64_t total = 0;
   for (const auto& f : files) {
     std::error_code ec;
-    total += int64_t(fs::file_size(f, ec));
+    total += int64_t(fs::file_size(f.path, ec));
   }
-  Progress progress(o.progress, "scan", int64_t(files.size()), total);
-  int64_t seen = 0, files_read = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    std::string text = read_file(files[i]);
-    seen += int64_t(text.size());
-    progress.update(++files_read, seen, -1);
-    if (text.empty()) {
-      ++s.files_skipped_empty;
-      continue;
-    }
-    if (text.find('\0') != std::string::npos) {
-      ++s.files_skipped_binary;
-      continue;
-    }
-    if (!is_valid_utf8(text)) {
-      ++s.files_skipped_utf8;
-      continue;
-    }
-    size_t used = text.size();
-    const bool cut = o.max_bytes > 0 && s.bytes + int64_t(used) > o.max_bytes;
-    if (cut) used = cut_point(text, size_t(o.max_bytes - s.bytes));
-    if (used > 0) {
-      docs.push_back({files[i], int64_t(used), path_hash(inputs[i].key), false});
+  const ReadOptions ro = read_options(o);
+  Progress progress(o.progress, "scan", "files", int64_t(files.size()), total);
+  int64_t done_bytes = 0;
+  bool spent = false;  // the max_bytes budget
+  for (size_t i = 0; i < files.size() && !spent; ++i) {
+    const InputFile& f = files[i];
+    DocumentReader reader(f.path, ro);
+    const bool jsonl = reader.format() == InputFormat::jsonl;
+    Document d;
+    int64_t used_here = 0, empty_here = 0;
+    Utf8FileReport utf8_here{f.path, -1, 0, 0, 0};
+    while (!spent && reader.next(d)) {
+      progress.update(int64_t(i), done_bytes + reader.raw_bytes_read(), -1);
+      if (d.binary) {
+        ++s.files_skipped_binary;
+        continue;
+      }
+      if (d.text.empty()) {
+        ++empty_here;
+        continue;
+      }
+      size_t used = d.text.size();
+      spent = o.max_bytes > 0 && s.bytes + int64_t(used) > o.max_bytes;
+      if (spent) used = cut_point(d.text, size_t(o.max_bytes - s.bytes));
+      if (used == 0) continue;
+      docs.push_back({int64_t(used), doc_hash(f, d.line), d.line, int32_t(i), false});
       s.bytes += int64_t(used);
-      s.files_truncated += cut ? 1 : 0;
+      ++used_here;
+      if (d.utf8.invalid_bytes > 0) {
+        if (utf8_here.documents == 0)
+          utf8_here.offset = d.utf8.first_offset, utf8_here.line = d.line;
+        utf8_here.documents += 1;
+        utf8_here.bytes += d.utf8.invalid_bytes;
+        s.utf8_replacements += d.utf8.replacements;
+      }
     }
-    if (cut) {  // the budget is spent: this file was the last (cut after a newline)
-      s.files_skipped_max_bytes = int64_t(files.size() - i - 1) + (used > 0 ? 0 : 1);
-      break;
+    done_bytes += reader.raw_bytes_read();
+    s.lines_skipped += reader.lines_skipped();
+    for (const auto& why : reader.skipped())
+      if (s.skipped_lines.size() < 10) s.skipped_lines.push_back(why);
+    if (jsonl) s.documents_skipped_empty += empty_here;
+    if (used_here > 0) {
+      ++s.files_used;
+      s.files_truncated += spent ? 1 : 0;
+    } else if (!d.binary && !spent) {
+      ++s.files_skipped_empty;  // an empty file, or JSON Lines without a non-empty document
+    }
+    if (spent) s.files_skipped_max_bytes = int64_t(files.size() - i - 1) + (used_here > 0 ? 0 : 1);
+    if (utf8_here.documents > 0) {
+      ++s.utf8_files;
+      s.utf8_documents += utf8_here.documents;
+      s.utf8_bytes += utf8_here.bytes;
+      if (s.utf8_first.size() < kMaxUtf8Listed) s.utf8_first.push_back(utf8_here);
     }
   }
-  progress.update(files_read, seen, -1, true);
-  s.files_used = int64_t(docs.size());
+  progress.update(int64_t(files.size()), done_bytes, -1, true);
+  s.documents = int64_t(docs.size());
   return docs;
 }
 
@@ -192,14 +248,15 @@ std::string split(std::vector<Doc>& docs, double val_fraction) {
       if (docs[i].bytes < docs[best].bytes) best = i;
     docs[best].val = true;
   }
-  return "by document: files ranked by a hash of their path below the input they were found "
-         "under (FNV-1a + splitmix64) go to val while val stays within val_fraction of the bytes "
-         "(at least one file)";
+  return "by document: documents ranked by a hash of their path below the input they were found "
+         "under (plus the line in JSON Lines; FNV-1a + splitmix64) go to val while val stays "
+         "within val_fraction of the bytes (at least one document)";
 }
 
 // Pass 3 (sentencepiece): about sp_sample_bytes of train text, in chunks of whole lines kept
 // with probability sample / train bytes (Philox on the chunk number: deterministic).
-std::vector<std::string> training_sample(const std::vector<Doc>& docs, const PrepareOptions& o,
+std::vector<std::string> training_sample(const std::vector<InputFile>& files,
+                                         const std::vector<Doc>& docs, const PrepareOptions& o,
                                          int64_t train_bytes) {
   constexpr size_t kChunk = 1 << 16;
   const double keep = train_bytes <= o.sp_sample_bytes
@@ -208,9 +265,11 @@ std::vector<std::string> training_sample(const std::vector<Doc>& docs, const Pre
   std::vector<std::string> sample;
   uint64_t chunk_id = 0;
   const bool single = docs.size() == 1;
-  for (const auto& d : docs) {
-    if (d.val) continue;
-    std::string text = read_file(d.path, d.bytes);
+  DocTexts texts(files, docs, read_options(o));
+  size_t index;
+  std::string text;
+  while (texts.next(index, text)) {
+    if (docs[index].val) continue;
     // A single document's val tail is left out of the sample.
     if (single) text.resize(cut_point(text, size_t(double(text.size()) * (1 - o.val_fraction))));
     size_t pos = 0;
@@ -229,7 +288,8 @@ std::vector<std::string> training_sample(const std::vector<Doc>& docs, const Pre
   return sample;
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<Doc>& docs, const PrepareOptions& o,
+std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<InputFile>& files,
+                                          const std::vector<Doc>& docs, const PrepareOptions& o,
                                           PrepareSummary& s) {
   if (o.tokenizer == TokenizerKind::byte) {
     GDN_CHECK(o.vocab_size == 0 || o.vocab_size == 256 || o.vocab_size == 258,
@@ -238,7 +298,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<Doc>& docs, const Pr
     return make_byte_tokenizer(o.vocab_size == 258);
   }
   const auto t0 = Clock::now();
-  auto sample = training_sample(docs, o, s.train_bytes);
+  auto sample = training_sample(files, docs, o, s.train_bytes);
   for (const auto& t : sample) s.sp_sample_bytes += int64_t(t.size());
   if (o.progress)
     std::fprintf(stderr, "gdn prepare-data: training SentencePiece %s, vocab %lld, on %s\n",
@@ -257,27 +317,40 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<Doc>& docs, const Pr
   return tok;
 }
 
-// Pass 4: encodes every document (threads within a block), appends to the two shards in order.
-void tokenize(const std::vector<Doc>& docs, const Tokenizer& tok, const PrepareOptions& o,
-              ShardWriter& train, ShardWriter& val, PrepareSummary& s) {
+// Pass 4: the main thread reads a block of documents, threads encode them (each taking the next
+// document not yet taken), the main thread appends them to the two shards in order.
+void tokenize(const std::vector<InputFile>& files, const std::vector<Doc>& docs,
+              const Tokenizer& tok, const PrepareOptions& o, ShardWriter& train, ShardWriter& val,
+              PrepareSummary& s) {
   const int threads =
       o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const size_t block = size_t(threads) * 4;
+  const int64_t block_bytes = int64_t(threads) << 22;  // 4 MiB of text per thread
+  constexpr size_t kBlockDocs = 1 << 16;
   const bool eos = o.append_eos && tok.eos_id() >= 0;
-  Progress progress(o.progress, "tokenize", int64_t(docs.size()), s.bytes);
+  Progress progress(o.progress, "tokenize", "docs", int64_t(docs.size()), s.bytes);
+  DocTexts reader(files, docs, read_options(o));
   int64_t bytes_done = 0;
-  for (size_t first = 0; first < docs.size(); first += block) {
-    const size_t n = std::min(block, docs.size() - first);
-    std::vector<std::vector<int32_t>> ids(n);
+  size_t done = 0;
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+  for (;;) {
+    texts.clear();
+    int64_t bytes = 0;
+    size_t index;
+    std::string text;
+    while (texts.size() < kBlockDocs && bytes < block_bytes && reader.next(index, text)) {
+      bytes += int64_t(text.size());
+      texts.push_back(std::move(text));
+    }
+    const size_t n = texts.size();
+    if (n == 0) break;
+    ids.assign(n, {});
+    std::atomic<size_t> next{0};
     std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
     auto work = [&](int t) {
       try {
-        for (size_t i = size_t(t); i < n; i += size_t(threads)) {
-          const Doc& d = docs[first + i];
-          const std::string text = read_file(d.path, d.bytes);
-          GDN_CHECK(int64_t(text.size()) == d.bytes, "'", d.path, "' shrank since it was read (",
-                    d.bytes, " -> ", text.size(), " bytes)");
-          tok.encode_append(text, ids[i]);
+        for (size_t i = next++; i < n; i = next++) {
+          tok.encode_append(texts[i], ids[i]);
           if (eos) ids[i].push_back(int32_t(tok.eos_id()));
         }
       } catch (...) {
@@ -291,7 +364,7 @@ void tokenize(const std::vector<Doc>& docs, const Tokenizer& tok, const PrepareO
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
     for (size_t i = 0; i < n; ++i) {
-      const Doc& d = docs[first + i];
+      const Doc& d = docs[done + i];
       if (docs.size() == 1 && o.val_fraction > 0) {  // tail split of the single document
         const size_t nt = ids[i].size();
         const size_t nval =
@@ -307,7 +380,8 @@ void tokenize(const std::vector<Doc>& docs, const Tokenizer& tok, const PrepareO
       }
       bytes_done += d.bytes;
     }
-    progress.update(int64_t(first + n), bytes_done, train.count() + val.count());
+    done += n;
+    progress.update(int64_t(done), bytes_done, train.count() + val.count());
   }
   progress.update(int64_t(docs.size()), bytes_done, train.count() + val.count(), true);
   s.train_tokens = train.count();
@@ -316,47 +390,8 @@ void tokenize(const std::vector<Doc>& docs, const Tokenizer& tok, const PrepareO
 
 }  // namespace
 
-std::vector<InputFile> expand_inputs_keyed(const std::vector<std::string>& inputs) {
-  std::vector<InputFile> out;
-  std::set<std::string> seen;
-  auto add = [&](const std::string& p, const std::string& key) {
-    if (seen.insert(p).second) out.push_back({p, key});
-  };
-  for (const auto& in : inputs) {
-    std::vector<std::string> matches;
-    std::error_code exists_ec;
-    if (fs::exists(in, exists_ec)) {  // a literal path, even one with glob characters
-      matches.push_back(in);
-    } else {
-      glob_t g{};
-      const int rc = ::glob(in.c_str(), GLOB_TILDE | GLOB_BRACE, nullptr, &g);
-      if (rc == 0)
-        for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
-      ::globfree(&g);
-      GDN_CHECK(rc == 0 || rc == GLOB_NOMATCH, "glob('", in, "') failed (code ", rc, ")");
-    }
-    GDN_CHECK(!matches.empty(), "input '", in, "' matches no file");
-    for (const auto& m : matches) {
-      std::error_code ec;
-      if (fs::is_directory(m, ec)) {
-        std::vector<std::string> files;
-        for (fs::recursive_directory_iterator it(m, ec), end; !ec && it != end; it.increment(ec))
-          if (it->is_regular_file()) files.push_back(it->path().string());
-        GDN_CHECK(!ec, "cannot walk '", m, "': ", ec.message());
-        std::sort(files.begin(), files.end());
-        for (const auto& f : files) add(f, fs::path(f).lexically_relative(m).string());
-      } else if (fs::is_regular_file(m, ec)) {
-        add(m, fs::path(m).filename().string());
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
-  std::vector<std::string> out;
-  for (auto& f : expand_inputs_keyed(inputs)) out.push_back(std::move(f.path));
-  return out;
+std::vector<std::string> prepared_file_names() {
+  return {"train.bin", "val.bin", "meta.json", "tokenizer.json", "tokenizer.model"};
 }
 
 PrepareSummary prepare_data(const PrepareOptions& o) {
@@ -365,8 +400,18 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   GDN_CHECK(o.val_fraction >= 0 && o.val_fraction < 1, "val fraction must be in [0, 1), got ",
             o.val_fraction);
   GDN_CHECK(o.max_bytes >= 0, "max bytes must be >= 0, got ", o.max_bytes);
+  GDN_CHECK(!o.text_field.empty(), "the JSON Lines text field name is empty");
   PrepareSummary s;
   s.out_dir = o.out_dir;
+  std::error_code ec;
+  // What an interrupted preparation left: its temporary files (never a live process's).
+  if (fs::is_directory(o.out_dir, ec)) {
+    s.temp_files_removed = remove_stale_temp_files(o.out_dir, prepared_file_names());
+    for (const auto& f : s.temp_files_removed)
+      if (o.progress)
+        std::fprintf(stderr, "gdn prepare-data: removed %s (left by an interrupted preparation)\n",
+                     f.c_str());
+  }
   std::vector<InputFile> files;
   if (o.inputs.empty()) {
     Corpus c = find_default_corpus();
@@ -380,19 +425,25 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   }
   s.files_found = int64_t(files.size());
   GDN_CHECK(!files.empty(), "no input files");
+  for (const auto& f : files) {
+    const bool jsonl = input_format(f.path) == InputFormat::jsonl;
+    (jsonl ? s.files_jsonl : s.files_text) += 1;
+    s.files_json_as_text += !jsonl && is_json_name(f.path) ? 1 : 0;
+  }
+  s.utf8_handling = o.tokenizer == TokenizerKind::byte ? "kept" : "replaced";
 
   std::vector<Doc> docs = scan(files, o, s);
   GDN_CHECK(!docs.empty(), "no usable text among ", files.size(), " files (",
-            s.files_skipped_binary, " binary, ", s.files_skipped_utf8, " invalid UTF-8, ",
-            s.files_skipped_empty, " empty)");
+            s.files_skipped_binary, " binary, ", s.files_skipped_empty, " empty; ",
+            s.documents_skipped_empty, " empty JSON Lines documents, ", s.lines_skipped,
+            " bad JSON lines skipped)");
   s.split = split(docs, o.val_fraction);
   for (const auto& d : docs) s.train_bytes += d.val ? 0 : d.bytes;
 
-  std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   GDN_CHECK(fs::is_directory(o.out_dir), "cannot create the output directory '", o.out_dir,
             "': ", ec.message());
-  auto tok = make_tokenizer(docs, o, s);
+  auto tok = make_tokenizer(files, docs, o, s);
   s.tokenizer = tok->name();
   s.vocab_size = tok->vocab_size();
   s.train_bytes = 0;  // recounted by tokenize() (the single-document case splits tokens)
@@ -402,7 +453,7 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   {
     ShardWriter train(s.train_path, tok->vocab_size());
     ShardWriter val(s.val_path, tok->vocab_size());
-    tokenize(docs, *tok, o, train, val, s);
+    tokenize(files, docs, *tok, o, train, val, s);
     train.finish();
     val.finish();
   }
@@ -412,57 +463,46 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   s.tokenizer_path = tok->save(o.out_dir);
 
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  nlohmann::json meta = {
-      {"format", "gdn token shards"},
-      {"shard_version", kShardVersion},
-      {"tokenizer", s.tokenizer},
-      {"tokenizer_file", fs::path(s.tokenizer_path).filename().string()},
-      {"vocab_size", s.vocab_size},
-      {"bos_id", tok->bos_id()},
-      {"eos_id", tok->eos_id()},
-      {"eos_appended", o.append_eos && tok->eos_id() >= 0},
-      {"token_bytes", token_bytes_for_vocab(s.vocab_size)},
-      {"train",
-       {{"file", "train.bin"},
-        {"tokens", s.train_tokens},
-        {"documents", s.train_docs},
-        {"bytes", s.train_bytes}}},
-      {"val",
-       {{"file", "val.bin"},
-        {"tokens", s.val_tokens},
-        {"documents", s.val_docs},
-        {"bytes", s.val_bytes}}},
-      {"val_fraction", o.val_fraction},
-      {"split", s.split},
-      {"source_files", s.files_used},
-      {"files_found", s.files_found},
-      {"files_skipped",
-       {{"binary", s.files_skipped_binary},
-        {"invalid_utf8", s.files_skipped_utf8},
-        {"empty", s.files_skipped_empty},
-        {"max_bytes", s.files_skipped_max_bytes}}},
-      {"files_truncated", s.files_truncated},
-      {"bytes", s.bytes},
-      {"max_bytes", o.max_bytes},
-      {"inputs", o.inputs.empty() ? std::vector<std::string>{"(default corpus)"} : o.inputs},
-  };
-  if (s.tokenizer == "sentencepiece")
-    meta["sentencepiece"] = {{"model_type", o.sp_model_type},
-                             {"requested_vocab_size", o.vocab_size ? o.vocab_size : 8192},
-                             {"byte_fallback", o.sp_byte_fallback},
-                             {"sample_bytes", s.sp_sample_bytes},
-                             {"seed", o.seed}};
   s.meta_path = (fs::path(o.out_dir) / "meta.json").string();
-  write_text_atomic(s.meta_path, meta.dump(2) + "\n");
+  write_file_atomic(s.meta_path, meta_json_text(s, o, *tok));
   return s;
 }
 
 std::string format_summary(const PrepareSummary& s) {
   std::string out;
-  out += str_cat("files: ", s.files_used, " used of ", s.files_found,
-                 " (skipped: ", s.files_skipped_binary, " binary, ", s.files_skipped_utf8,
-                 " invalid UTF-8, ", s.files_skipped_empty, " empty, ", s.files_skipped_max_bytes,
+  out += str_cat("files: ", s.files_used, " used of ", s.files_found, " (", s.files_jsonl,
+                 " JSON Lines, ", s.files_text, " plain text; skipped: ", s.files_skipped_binary,
+                 " binary, ", s.files_skipped_empty, " empty, ", s.files_skipped_max_bytes,
                  " past --max-bytes; ", s.files_truncated, " truncated)\n");
+  out += str_cat("documents: ", s.documents);
+  if (s.documents_skipped_empty > 0 || s.lines_skipped > 0)
+    out += str_cat(" (skipped: ", s.documents_skipped_empty, " empty, ", s.lines_skipped,
+                   " bad JSON lines)");
+  out += "\n";
+  for (const auto& why : s.skipped_lines) out += "  skipped " + why + "\n";
+  if (s.files_json_as_text > 0)
+    out += str_cat("note: ", s.files_json_as_text,
+                   " .json files were read as plain text; JSON Lines (what datasets' to_json "
+                   "writes) must be named .jsonl\n");
+  if (s.utf8_bytes > 0) {
+    out += str_cat("invalid UTF-8: ", s.utf8_bytes, " bytes in ", s.utf8_documents,
+                   " documents of ", s.utf8_files, " files, ",
+                   s.utf8_handling == "kept"
+                       ? std::string("kept as bytes (byte tokenizer)")
+                       : str_cat("replaced by U+FFFD (", s.utf8_replacements, " replacements)"),
+                   "\n");
+    for (const auto& r : s.utf8_first) {
+      out += str_cat("  ", r.file, ": ");
+      if (r.line > 0) out += str_cat("line ", r.line, ", ");
+      out += str_cat("first at byte offset ", r.offset, " (", r.bytes, " bytes in ", r.documents,
+                     r.documents == 1 ? " document)\n" : " documents)\n");
+    }
+    if (s.utf8_files > int64_t(s.utf8_first.size()))
+      out += str_cat("  ... and ", s.utf8_files - int64_t(s.utf8_first.size()), " more files\n");
+  }
+  if (!s.temp_files_removed.empty())
+    out += str_cat("removed ", s.temp_files_removed.size(),
+                   " temporary files left by an interrupted preparation\n");
   out += str_cat("text: ", fmt_mb(s.bytes), "; tokenizer ", s.tokenizer, ", vocab ", s.vocab_size);
   if (s.sp_sample_bytes) out += str_cat(" (trained on ", fmt_mb(s.sp_sample_bytes), ")");
   out += "\n";

@@ -1,12 +1,13 @@
-// Text-shard data source (MQAR lives in src/data/mqar and joins here).
+// Text-shard data source (MQAR lives in src/data/mqar and joins here). A prepared directory is
+// opened through data::open_prepared (meta.json checked against the shards and the tokenizer),
+// and a run that evaluates refuses a val.bin without one validation window.
 #include "src/train/data_source.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
+#include "src/data/meta.h"
 #include "src/data/mqar.h"
 #include "src/data/prepare.h"
 
@@ -23,14 +24,25 @@ namespace {
 class TextData final : public DataSource {
  public:
   TextData(const RunConfig& cfg, const std::string& dir, int rank, int world) : dir_(dir) {
-    train_ = data::Shard::open((fs::path(dir) / "train.bin").string());
-    val_ = data::Shard::open((fs::path(dir) / "val.bin").string());
-    tokenizer_ = data::load_tokenizer(dir);
+    // meta.json, the shards and the tokenizer, checked against each other.
+    data::PreparedData p = data::open_prepared(dir);
+    train_ = p.train;
+    val_ = p.val;
+    tokenizer_ = std::move(p.tokenizer);
+    bytes_per_token_ = p.val_bytes_per_token();
     GDN_CHECK(tokenizer_->vocab_size() <= cfg.model.vocab_size, "the data in ", dir, " uses ",
               tokenizer_->vocab_size(), " token ids but model.vocab_size is ",
               cfg.model.vocab_size);
     GDN_CHECK(train_->size() > cfg.data.seq_len + 1, dir, "/train.bin holds ", train_->size(),
               " tokens, fewer than data.seq_len + 1 = ", cfg.data.seq_len + 1);
+    // Training evaluates: an empty val.bin would log no validation and a best_val_loss of 0.
+    if (cfg.train.eval_every > 0)
+      data::require_val_window(
+          *val_, cfg.data.seq_len,
+          str_cat(cfg.data.dir.empty()
+                      ? str_cat(" (delete ", dir, " and the run prepares it again)")
+                      : "",
+                  "; or set train.eval_every: 0 to train without validation"));
     data::LoaderOptions lo;
     lo.batch_size = cfg.train.batch_size;
     lo.seq_len = cfg.data.seq_len;
@@ -39,19 +51,10 @@ class TextData final : public DataSource {
     lo.world_size = world;
     lo.dtype = DType::int64;
     loader_ = std::make_unique<data::DataLoader>(train_, lo);
-    if (val_->size() > cfg.data.seq_len + 1)
+    if (val_->size() >= cfg.data.seq_len + 1)
       eval_ = std::make_unique<data::SequentialLoader>(val_, cfg.train.batch_size, cfg.data.seq_len,
                                                        cfg.train.eval_batches, rank, world,
                                                        DType::int64);
-    std::ifstream mf(fs::path(dir) / "meta.json");
-    if (mf) {
-      try {
-        auto m = nlohmann::json::parse(mf);
-        const double vt = m["val"]["tokens"], vb = m["val"]["bytes"];
-        if (vt > 0) bytes_per_token_ = vb / vt;
-      } catch (const nlohmann::json::exception&) {
-      }
-    }
   }
   data::Batch next() override { return loader_->next(); }
   int64_t position() const override { return loader_->state().step; }
