@@ -175,7 +175,7 @@ TEST(PrepareInputs, DirectoriesAndGlobsMixFormats) {
   write_file(dir.file("in/a.txt"), "plain a\n");
   write_file(dir.file("in/sub/b.jsonl"), jsonl_line("text", "json b1") + jsonl_line("text", "b2"));
   write_gzip(dir.file("in/sub/c.JSONL.gz"), jsonl_line("text", "json c"));
-  write_file(dir.file("in/exported.json"), jsonl_line("text", "not jsonl by name"));
+  write_file((dir.path / "in" / "exported.json").string(), jsonl_line("text", "not jsonl by name"));
   PrepareSummary s = prepare_data(options_for(dir, {"in"}));
   EXPECT_EQ(s.files_found, 4);
   EXPECT_EQ(s.files_jsonl, 2);
@@ -380,7 +380,7 @@ TEST(PreparedData, RunInputsGoThroughTheSameReader) {
                                  {"data.inputs=[" + dir.file("rows.jsonl") + "]"});
   auto source = train::make_data_source(cfg, dir.file("run"));
   EXPECT_NE(source->describe().find("byte tokenizer"), std::string::npos);
-  auto meta = nlohmann::json::parse(read_file(dir.file("run/data/meta.json")));
+  auto meta = nlohmann::json::parse(read_file((dir.path / "run" / "data" / "meta.json").string()));
   EXPECT_EQ(meta["documents"], 200);
   EXPECT_EQ(meta["files_by_format"]["jsonl"], 1);
   EXPECT_GT(source->bytes_per_token(), 0);
