@@ -248,6 +248,21 @@ TEST(RunSafety, TrainingTwiceIntoOneDirectoryIsRefusedResumeAndOverwriteWork) {
   EXPECT_TRUE(fs::exists(train::resolve_checkpoint(run)));
 }
 
+TEST(RunSafety, ARunWithoutACheckpointIsRefusedToo) {
+  ASSERT_GDN_BUILT();
+  TempDir dir("gdn_run_safety_no_checkpoint");
+  const std::string root = dir.path.string(), run = root + "/run";
+  const std::string cfg = write_tiny_config(root);
+  fs::create_directories(run);
+  const std::string metrics = "{\"step\":1,\"loss\":5.0}\n";  // died before its first save
+  write_file(run + "/metrics.jsonl", metrics);
+  std::string err;
+  EXPECT_EQ(run_gdn({"train", cfg, "--quiet"}, root, &err), 1);
+  for (const char* part : {"no checkpoint yet", "--resume", "--overwrite"})
+    EXPECT_TRUE(contains(err, part)) << part << " not in: " << err;
+  EXPECT_EQ(read_file(run + "/metrics.jsonl"), metrics);
+}
+
 TEST(RunSafety, PruningNeverDeletesTheCheckpointLatestNames) {
   TempDir dir("gdn_run_safety_prune");
   const std::string run = dir.path.string();
@@ -321,6 +336,29 @@ TEST(RunSafety, AResumeOnAFullDiskKeepsTheGoodMetricsJsonl) {
             0)
       << err;
   EXPECT_EQ(logged_steps(run), steps_1_to(4));
+}
+
+TEST(RunSafety, AFailedCheckpointKeepsTheOldOneAndLatest) {
+  ASSERT_GDN_BUILT();
+  TempDir dir("gdn_run_safety_checkpoint_full");
+  const std::string root = dir.path.string(), run = root + "/run";
+  const std::string cfg = write_tiny_config(root);
+  std::string err;
+  ASSERT_EQ(run_gdn({"train", cfg, "--quiet"}, root, &err), 0) << err;
+  const std::string state = read_file(run + "/checkpoints/step-000004/trainer_state.json");
+  const std::string weights = read_file(run + "/checkpoints/step-000004/model.safetensors");
+  // Again from step 2: the metrics fit under the limit, the weights of step 4 (300 kB) do not.
+  EXPECT_EQ(run_gdn({"train", "--quiet", "--resume", run + "/checkpoints/step-000002"}, root, &err,
+                    nullptr, 100000),
+            1);
+  EXPECT_TRUE(contains(err, "cannot save the checkpoint of step 4")) << err;
+  EXPECT_TRUE(contains(err, "model.safetensors")) << err;
+  EXPECT_EQ(read_file(run + "/latest"), "step-000004\n");
+  EXPECT_EQ(read_file(run + "/checkpoints/step-000004/trainer_state.json"), state);
+  EXPECT_EQ(read_file(run + "/checkpoints/step-000004/model.safetensors"), weights);
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    EXPECT_EQ(train::checkpoint_path(run, train::load_trainer_state(e.path().string()).step),
+              e.path().string());  // whole checkpoints only, no temporaries
 }
 
 // The file size limit of this process, lowered for one scope (writes past it fail with EFBIG).

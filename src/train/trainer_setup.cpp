@@ -88,11 +88,14 @@ std::string Trainer::resolve_run_dir() {
     if (!options_.read_only && !options_.overwrite && !traces.empty()) {
       std::string found;
       for (const std::string& t : traces) found += (found.empty() ? "" : ", ") + t;
+      const bool resumable = fs::exists(fs::path(run_dir_) / "latest");
       GDN_FAIL("train.out_dir ", run_dir_, " already holds a run (", found,
-               "); a fresh run there would lose it. Continue it with `gdn train --resume ",
-               run_dir_, "`, start over with `gdn train CONFIG --overwrite` (deletes its ",
-               "checkpoints, metrics.jsonl and config.yaml; keeps data/), or set train.out_dir ",
-               "to another directory");
+               "); a fresh run there would lose it. ",
+               resumable ? "Continue it with `gdn train --resume " + run_dir_ + "`"
+                         : std::string("It has no checkpoint yet for `--resume` to continue"),
+               "; start over with `gdn train CONFIG --overwrite` (deletes its checkpoints, ",
+               "metrics.jsonl and config.yaml; keeps data/), or set train.out_dir to another ",
+               "directory");
     }
     return "";
   }
