@@ -1,4 +1,6 @@
-// `gdn train CONFIG.yaml [--set key=value ...] [--resume DIR]` and `gdn eval RUN_DIR`.
+// `gdn train CONFIG.yaml [--set key=value ...] [--resume DIR | --overwrite]` and `gdn eval
+// RUN_DIR`. `gdn train` exits 0 when done, 1 on an error, 128 + N when signal N stopped it
+// (after saving a checkpoint).
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -14,7 +16,7 @@ namespace {
 struct TrainArgs {
   std::string config, resume;
   std::vector<std::string> sets;
-  bool quiet = false, profile_memory = false;
+  bool quiet = false, profile_memory = false, overwrite = false;
 };
 
 void run_train(const TrainArgs& a) {
@@ -27,17 +29,26 @@ void run_train(const TrainArgs& a) {
   train::RunConfig cfg = train::load_run_config(config, a.sets);
   train::TrainerOptions o;
   o.resume = a.resume;
+  o.overwrite = a.overwrite;
   o.quiet = a.quiet;
   o.profile_memory = a.profile_memory;
   train::Trainer t(cfg, o);
   train::TrainerState s = t.run();
-  if (t.rank() != 0) return;  // one summary per run, from rank 0
-  std::printf("%s\n", nlohmann::json({{"step", s.step},
-                                      {"tokens", s.tokens_seen},
-                                      {"best_val_loss", s.best_val_loss},
-                                      {"run_dir", t.run_dir()}})
-                          .dump()
-                          .c_str());
+  if (t.rank() == 0)  // one summary per run, from rank 0
+    std::printf("%s\n", nlohmann::json({{"step", s.step},
+                                        {"tokens", s.tokens_seen},
+                                        {"best_val_loss", s.best_val_loss},
+                                        {"run_dir", t.run_dir()}})
+                            .dump()
+                            .c_str());
+  // Stopped by a signal, after saving: 128 + N on every rank, as a shell reports a killed job,
+  // so a scheduler or script sees the run is unfinished (main returns this code, quietly).
+  if (t.stop_signal() != 0) {
+    std::fflush(stdout);
+    // mpirun ends the job when a rank exits non-zero: none leaves before rank 0 has reported.
+    if (t.world_size() > 1) t.comm().barrier();
+    throw CLI::RuntimeError(128 + t.stop_signal());
+  }
 }
 
 void run_eval(const std::string& run_dir, int64_t batches, const std::vector<std::string>& sets) {
@@ -71,6 +82,9 @@ void add_train_command(CLI::App& app) {
       ->take_all();
   cmd->add_option("--resume", a->resume,
                   "continue a run: its directory (latest checkpoint) or a checkpoint directory");
+  cmd->add_flag("--overwrite", a->overwrite,
+                "start afresh in a train.out_dir that holds a run: deletes its checkpoints, "
+                "latest, metrics.jsonl and config.yaml (keeps data/)");
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
   cmd->add_flag("--profile-memory", a->profile_memory,
                 "print the memory profile of the first step");

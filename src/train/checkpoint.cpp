@@ -2,11 +2,13 @@
 #include "src/train/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/io/atomic_file.h"
 #include "src/io/safetensors.h"
 #include "src/train/model_io.h"
 
@@ -16,22 +18,60 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    GDN_CHECK(f, "cannot write ", tmp.string());
-    f << text;
-    f.flush();
-    GDN_CHECK(f.good(), "error writing ", tmp.string(), " (disk full?)");
+// The step of a checkpoint directory name "step-NNNNNN", or -1 for any other name (".partial",
+// ".old", ".tmp" and foreign entries are never checkpoints).
+int64_t checkpoint_step(const std::string& name) {
+  if (name.size() <= 5 || name.compare(0, 5, "step-") != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (int64_t(1) << 55)) return -1;
+    step = step * 10 + (name[i] - '0');
   }
-  fs::rename(tmp, path);
+  return step;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream f(path);
-  GDN_CHECK(f, "cannot read ", path.string());
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+// The checkpoint name RUN_DIR/latest holds ("" when there is no such file).
+std::string latest_name(const fs::path& run_dir) {
+  std::error_code ec;
+  if (!fs::exists(run_dir / "latest", ec)) return "";
+  std::string name = io::read_regular_file((run_dir / "latest").string());
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r'))
+    name.pop_back();
+  return name;
+}
+
+// The checkpoints of a run, oldest first.
+std::vector<fs::path> list_checkpoints(const fs::path& dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const int64_t step = checkpoint_step(e.path().filename().string());
+    if (step >= 0 && e.is_directory()) found.emplace_back(step, e.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+// Removes its paths when destroyed unless `done`: the temporaries of a save that failed.
+struct RemoveUnlessDone {
+  std::vector<std::string> paths;
+  bool done = false;
+  void remove() const {
+    std::error_code ec;
+    for (const std::string& p : paths) fs::remove_all(p, ec);
+  }
+  ~RemoveUnlessDone() {
+    if (!done) remove();
+  }
+};
+
+void remove_path(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  GDN_CHECK(!ec, "cannot remove ", p.string(), ": ", ec.message());
 }
 
 }  // namespace
@@ -51,10 +91,13 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                      const std::string& optimizer_name, const optim::OptimizerState& os,
                      const TrainerState& state) {
   const std::string dir = checkpoint_path(run_dir, state.step);
-  fs::create_directories(fs::path(dir).parent_path());
-  const std::string tmp = dir + ".partial";
   std::error_code ec;
-  fs::remove_all(tmp, ec);
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  GDN_CHECK(!ec, "cannot create ", fs::path(dir).parent_path().string(), ": ", ec.message());
+  const std::string tmp = dir + ".partial";
+  // A failed write leaves nothing half-written; the older checkpoints and `latest` stay.
+  RemoveUnlessDone cleanup{{tmp, tmp + ".tmp"}};
+  cleanup.remove();
   // The model directory first (its own atomic write), then the trainer state into it.
   save_pretrained(tmp, model, DType::float32);
   io::NamedTensors tensors(os.tensors.begin(), os.tensors.end());
@@ -74,21 +117,34 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                        {"elapsed_s", state.elapsed_s},
                        {"world_size", state.world_size},
                        {"global_batch", state.global_batch},
-                       {"format", "gdn-trainer-state-1"}};
-  write_text_atomic(fs::path(tmp) / "trainer_state.json", js.dump(2) + "\n");
+                       {"format", kTrainerStateFormat}};
+  io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), js.dump(2) + "\n");
+  // Extra files of the model directory (the tokenizer's, ...) go into `tmp` here, before the
+  // rename, so the checkpoint appears whole or not at all.
   replace_directory(tmp, dir);
-  write_text_atomic(fs::path(run_dir) / "latest", fs::path(dir).filename().string() + "\n");
+  cleanup.done = true;
+  io::write_file_atomic((fs::path(run_dir) / "latest").string(),
+                        fs::path(dir).filename().string() + "\n");
 }
 
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   if (fs::exists(p / "trainer_state.json")) return p.string();
   if (fs::exists(p / "latest")) {
-    std::string name = read_text(p / "latest");
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const std::string name = latest_name(p);
     const fs::path ck = p / "checkpoints" / name;
-    GDN_CHECK(fs::exists(ck / "trainer_state.json"), (p / "latest").string(), " names '", name,
-              "' but ", ck.string(), " holds no checkpoint");
+    GDN_CHECK(checkpoint_step(name) >= 0, (p / "latest").string(), " holds '", name,
+              "', not a checkpoint name (step-NNNNNN)");
+    if (!fs::exists(ck / "trainer_state.json")) {
+      std::string present;
+      for (const fs::path& c : list_checkpoints(p / "checkpoints"))
+        present += " " + c.filename().string();
+      GDN_FAIL((p / "latest").string(), " names '", name, "' but ", ck.string(),
+               " holds no checkpoint; ",
+               present.empty() ? std::string("there are no checkpoints in the run")
+                               : "its checkpoints are" + present + " (in " +
+                                     (p / "checkpoints").string() + "): pass one instead");
+    }
     return ck.string();
   }
   GDN_FAIL("'", path, "' is neither a run directory (no 'latest' file) nor a checkpoint ",
@@ -102,28 +158,82 @@ std::string run_dir_of(const std::string& path) {
   return p.string();
 }
 
+namespace {
+
+// The fields of one trainer_state.json, read with their types and ranges checked; every error
+// names the file and the field.
+class StateFields {
+ public:
+  StateFields(const nlohmann::json& j, std::string file) : j_(j), file_(std::move(file)) {}
+
+  // An integer >= min; `fallback` when absent, or an error when there is none.
+  int64_t integer(const char* key, int64_t min, const int64_t* fallback = nullptr) const {
+    const nlohmann::json* v = find(key, fallback != nullptr);
+    if (!v) return *fallback;
+    const bool fits = v->is_number_unsigned() ? v->get<uint64_t>() <= uint64_t(INT64_MAX)
+                                              : v->is_number_integer();
+    GDN_CHECK(fits && v->get<int64_t>() >= min, file_, ": field '", key,
+              "' must be an integer >= ", min, ", not ", v->dump());
+    return v->get<int64_t>();
+  }
+  uint64_t unsigned_integer(const char* key) const {
+    const nlohmann::json* v = find(key, false);
+    GDN_CHECK(v->is_number_unsigned(), file_, ": field '", key, "' must be an integer >= 0, not ",
+              v->dump());
+    return v->get<uint64_t>();
+  }
+  // A finite number >= 0; `fallback` when absent.
+  double number(const char* key, double fallback) const {
+    const nlohmann::json* v = find(key, true);
+    if (!v) return fallback;
+    GDN_CHECK(v->is_number() && std::isfinite(v->get<double>()) && v->get<double>() >= 0, file_,
+              ": field '", key, "' must be a finite number >= 0, not ", v->dump());
+    return v->get<double>();
+  }
+  void check_format() const {
+    const nlohmann::json* v = find("format", false);
+    GDN_CHECK(v->is_string() && v->get<std::string>() == kTrainerStateFormat, file_,
+              ": field 'format' is ", v->dump(), ", not a format this build reads (\"",
+              kTrainerStateFormat, "\")");
+  }
+
+ private:
+  const nlohmann::json* find(const char* key, bool optional) const {
+    const auto it = j_.find(key);
+    if (it != j_.end()) return &*it;
+    GDN_CHECK(optional, file_, ": field '", key, "' is missing");
+    return nullptr;
+  }
+  const nlohmann::json& j_;
+  std::string file_;
+};
+
+}  // namespace
+
 TrainerState load_trainer_state(const std::string& dir) {
-  const fs::path p = fs::path(dir) / "trainer_state.json";
+  const std::string path = (fs::path(dir) / "trainer_state.json").string();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text(p));
+    j = nlohmann::json::parse(io::read_regular_file(path));
   } catch (const nlohmann::json::exception& e) {
-    GDN_FAIL(p.string(), ": not valid JSON: ", e.what());
+    GDN_FAIL(path, ": not valid JSON: ", e.what());
   }
+  GDN_CHECK(j.is_object(), path, ": not a JSON object");
+  const StateFields f(j, path);
+  f.check_format();
+  const int64_t zero = 0, one = 1;
   TrainerState s;
-  try {
-    s.step = j.at("step");
-    s.tokens_seen = j.at("tokens_seen");
-    s.data_step = j.at("data_step");
-    s.seed = j.at("seed");
-    s.best_val_loss = j.value("best_val_loss", 0.0);
-    s.skipped_steps = j.value("skipped_steps", int64_t(0));
-    s.elapsed_s = j.value("elapsed_s", 0.0);
-    s.world_size = j.value("world_size", int64_t(1));
-    s.global_batch = j.value("global_batch", int64_t(0));
-  } catch (const nlohmann::json::exception& e) {
-    GDN_FAIL(p.string(), ": ", e.what());
-  }
+  s.step = f.integer("step", 0);
+  s.tokens_seen = f.integer("tokens_seen", 0);
+  s.data_step = f.integer("data_step", 0);
+  s.seed = f.unsigned_integer("seed");
+  s.best_val_loss = f.number("best_val_loss", 0.0);
+  s.skipped_steps = f.integer("skipped_steps", 0, &zero);
+  s.elapsed_s = f.number("elapsed_s", 0.0);
+  s.world_size = f.integer("world_size", 1, &one);
+  s.global_batch = f.integer("global_batch", 0, &zero);
+  GDN_CHECK(s.skipped_steps <= s.step, path, ": field 'skipped_steps' (", s.skipped_steps,
+            ") exceeds field 'step' (", s.step, ")");
   return s;
 }
 
@@ -152,15 +262,37 @@ void load_optimizer(const std::string& dir, optim::Optimizer& opt) {
 
 void prune_checkpoints(const std::string& run_dir, int64_t keep) {
   if (keep <= 0) return;
-  const fs::path dir = fs::path(run_dir) / "checkpoints";
-  if (!fs::exists(dir)) return;
-  std::vector<fs::path> all;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-        e.path().extension() != ".partial")
-      all.push_back(e.path());
-  std::sort(all.begin(), all.end());
-  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i]);
+  const std::vector<fs::path> all = list_checkpoints(fs::path(run_dir) / "checkpoints");
+  const std::string latest = latest_name(run_dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i)
+    if (all[i].filename() != latest) remove_path(all[i]);  // `latest` must stay resumable
+}
+
+std::vector<std::string> run_traces(const std::string& run_dir) {
+  const fs::path d(run_dir);
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(d / "latest", ec))) {
+    std::string name;
+    try {
+      name = latest_name(d);
+    } catch (const Error&) {
+      name = "unreadable";
+    }
+    out.push_back("latest (" + name + ")");
+  }
+  if (fs::is_directory(d / "checkpoints", ec) && !fs::is_empty(d / "checkpoints", ec))
+    out.push_back("checkpoints/");
+  const fs::path m = d / "metrics.jsonl";
+  if (fs::is_regular_file(m, ec) && fs::file_size(m, ec) > 0) out.push_back("metrics.jsonl");
+  return out;
+}
+
+void remove_run(const std::string& run_dir) {
+  const fs::path d(run_dir);
+  for (const char* name : {"latest", "latest.tmp", "checkpoints", "metrics.jsonl",
+                           "metrics.jsonl.tmp", "config.yaml", "config.yaml.tmp"})
+    remove_path(d / name);
 }
 
 }  // namespace gdn::train

@@ -3,45 +3,44 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <vector>
 
 #include "src/core/allocator.h"
 #include "src/core/error.h"
 
 namespace gdn::train {
 
-MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : path_(path) {
-  if (keep_through_step >= 0 && std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    std::vector<std::string> kept;
-    std::string line;
-    while (std::getline(in, line)) {
-      try {
-        auto j = nlohmann::json::parse(line);
-        if (j.value("step", int64_t(0)) <= keep_through_step) kept.push_back(line);
-      } catch (const nlohmann::json::exception&) {
-        // A torn last line from a crash: drop it.
-      }
+std::string metrics_kept_through(const std::string& text, int64_t keep_through_step) {
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // a torn last line from a crash: dropped
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.is_object() && j.value("step", int64_t(0)) <= keep_through_step) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // Malformed: dropped.
     }
-    in.close();
-    std::ofstream out(path + ".tmp");
-    for (const auto& l : kept) out << l << "\n";
-    out.close();
-    std::filesystem::rename(path + ".tmp", path);
   }
-  f_ = std::fopen(path.c_str(), "a");
-  GDN_CHECK(f_, "cannot open ", path, " for appending");
+  return kept;
 }
 
-MetricsLog::~MetricsLog() {
-  if (f_) std::fclose(f_);
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : path_(path) {
+  std::error_code ec;
+  if (keep_through_step >= 0 && std::filesystem::exists(path, ec)) {
+    const std::string text = io::read_regular_file(path);
+    const std::string kept = metrics_kept_through(text, keep_through_step);
+    // Rewritten only when something goes; through a temporary file, so a failed rewrite (a
+    // full disk) keeps the old file whole.
+    if (kept != text) io::write_file_atomic(path, kept);
+  }
+  file_ = std::make_unique<io::AppendFile>(path);
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
-  const std::string s = record.dump() + "\n";
-  std::fwrite(s.data(), 1, s.size(), f_);
-  std::fflush(f_);
+  file_->append(record.dump() + "\n");
 }
 
 std::string format_duration(double s) {

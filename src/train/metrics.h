@@ -1,27 +1,32 @@
-// The run's metrics.jsonl (one JSON object per line, flushed as written) and the progress line
-// (step, loss, lr, tokens/s, MFU, memory, ETA).
+// The run's metrics.jsonl (one JSON object per line, written through as logged, every write
+// checked) and the progress line (step, loss, lr, tokens/s, MFU, memory, ETA).
 #pragma once
-#include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "src/io/atomic_file.h"
 
 namespace gdn::train {
 
 class MetricsLog {
  public:
-  // Opens for appending. With `keep_through_step` >= 0 (a resume), records of later steps are
-  // dropped first, so the file continues exactly where the checkpoint was taken.
+  // Opens for appending. With `keep_through_step` >= 0 (a resume), records of later steps (and
+  // a torn last line) are dropped first, so the file continues exactly where the checkpoint was
+  // taken; that rewrite is atomic, and when it fails the old file is kept and the error names it.
   MetricsLog(const std::string& path, int64_t keep_through_step = -1);
-  ~MetricsLog();
-  MetricsLog(const MetricsLog&) = delete;
-  MetricsLog& operator=(const MetricsLog&) = delete;
+  // One record as one line; a failed write (a full disk) throws naming the file.
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::FILE* f_ = nullptr;
+  std::unique_ptr<io::AppendFile> file_;
 };
+
+// The lines of a metrics.jsonl text kept by a resume at `keep_through_step`: every whole record
+// of a step up to it (malformed and torn lines dropped), each ending in a newline.
+std::string metrics_kept_through(const std::string& text, int64_t keep_through_step);
 
 // "1h02m", "3m12s", "45s".
 std::string format_duration(double seconds);

@@ -9,6 +9,10 @@
 // ranks; rank 0 alone writes metrics and checkpoints.
 #include "src/train/trainer.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,33 +32,69 @@ namespace gdn::train {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void on_sigint(int) {
-  g_interrupted = true;
+// The first stopping signal this process received (0: none), and whether to acknowledge it on
+// stderr; lock-free atomics, so the handler may touch them.
+std::atomic<int> g_signal{0};
+std::atomic<bool> g_announce{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  if (g_signal.compare_exchange_strong(none, sig)) {
+    static const char msg[] =
+        "\ngdn: signal received: saving at the end of this step (send another to stop at once)\n";
+    if (g_announce) {
+      const ssize_t n = ::write(2, msg, sizeof msg - 1);  // async-signal-safe, unlike stdio
+      (void)n;
+    }
+    return;
+  }
+  // A second signal: stop now (the last whole checkpoint stays; writes are atomic).
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "a signal";
+  }
 }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Routes SIGINT and SIGUSR1 to on_sigint while alive; puts the previous handlers back.
-// mpirun turns Ctrl-C into SIGTERM + SIGKILL but forwards SIGUSR1 to every rank: `kill -USR1
-// <mpirun pid>` saves and stops a data-parallel run (any run, in fact).
-class InterruptHandlers {
+// Routes SIGINT (Ctrl-C), SIGTERM and SIGHUP (what schedulers send before preemption or a
+// closed terminal) and SIGUSR1 to on_stop_signal while alive; puts the previous handlers back.
+// mpirun turns its own SIGINT/SIGTERM into SIGTERM + SIGKILL of the ranks but forwards SIGUSR1
+// to every rank: `kill -USR1 <mpirun pid>` saves and stops a data-parallel run.
+class StopSignalHandlers {
  public:
-  InterruptHandlers()
-      : previous_int_(std::signal(SIGINT, on_sigint)),
-        previous_usr1_(std::signal(SIGUSR1, on_sigint)) {}
-  ~InterruptHandlers() {
-    std::signal(SIGINT, previous_int_);
-    std::signal(SIGUSR1, previous_usr1_);
+  StopSignalHandlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // system calls in flight (I/O, MPI) carry on
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &previous_[i]);
   }
-  InterruptHandlers(const InterruptHandlers&) = delete;
-  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+  ~StopSignalHandlers() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopSignalHandlers(const StopSignalHandlers&) = delete;
+  StopSignalHandlers& operator=(const StopSignalHandlers&) = delete;
 
  private:
-  void (*previous_int_)(int);
-  void (*previous_usr1_)(int);
+  static constexpr std::array<int, 4> kSignals{SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  std::array<struct sigaction, 4> previous_{};
 };
 
 }  // namespace
@@ -114,8 +154,10 @@ double Trainer::train_step() {
 TrainerState Trainer::run() {
   GDN_CHECK(!options_.read_only, "Trainer::run on a read-only trainer");
   if (options_.profile_memory && rank() == 0) print_memory_profile();
-  g_interrupted = false;
-  const InterruptHandlers interrupt_handlers;
+  g_signal = 0;
+  g_announce = rank() == 0 && !options_.quiet;
+  stop_signal_ = 0;
+  const StopSignalHandlers stop_signal_handlers;
   const int64_t tokens_per_step =
       cfg_.train.batch_size * cfg_.train.grad_accum * cfg_.data.seq_len * world_size();
   double run_start = now_s();
@@ -134,23 +176,26 @@ TrainerState Trainer::run() {
     const double dt = now_s() - t0;
     state_.elapsed_s = elapsed_before + (now_s() - run_start);
     if (std::isfinite(loss)) log_step(loss, norm, dt, tokens_per_step);
-    if (world_size() > 1) agree_on_interrupt();
+    // Sampled once per step (and agreed over ranks): every rank takes the same branches below.
+    const int sig = agree_on_interrupt();
     const bool stop_now =
         options_.stop_after >= 0 && state_.step - start_step >= options_.stop_after;
     const bool last = state_.step == cfg_.train.steps;
     if (cfg_.train.eval_every > 0 && (state_.step % cfg_.train.eval_every == 0 || last)) log_eval();
-    if ((cfg_.train.save_every > 0 && state_.step % cfg_.train.save_every == 0) || last ||
-        g_interrupted || stop_now)
+    if ((cfg_.train.save_every > 0 && state_.step % cfg_.train.save_every == 0) || last || sig ||
+        stop_now)
       save();
-    if (stop_now) break;
-    if (g_interrupted) {
+    if (sig) {
+      stop_signal_ = sig;
       if (rank() == 0)
-        std::fprintf(stderr, "\ngdn: interrupted: saved step %lld to %s; resume with --resume %s\n",
-                     (long long)state_.step, checkpoint_path(run_dir_, state_.step).c_str(),
-                     run_dir_.c_str());
+        std::fprintf(stderr, "\ngdn: %s: saved step %lld to %s; resume with --resume %s\n",
+                     signal_name(sig), (long long)state_.step,
+                     checkpoint_path(run_dir_, state_.step).c_str(), run_dir_.c_str());
       break;
     }
+    if (stop_now) break;
   }
+  g_announce = false;
   if (state_.step == start_step && state_.step >= cfg_.train.steps && !options_.quiet)
     std::fprintf(stderr, "gdn: already at step %lld of %lld: nothing to do\n",
                  (long long)state_.step, (long long)cfg_.train.steps);
@@ -185,10 +230,13 @@ void Trainer::skip_nonfinite_step(double loss, double grad_norm) {
   if (metrics_) metrics_->write({{"step", state_.step + 1}, {"skipped", true}, {"loss", nullptr}});
 }
 
-void Trainer::agree_on_interrupt() {
-  std::vector<double> flag{g_interrupted ? 1.0 : 0.0};
-  comm_->all_reduce_host(flag);
-  if (flag[0] > 0) g_interrupted = true;
+int Trainer::agree_on_interrupt() {
+  const int mine = g_signal;
+  if (world_size() == 1) return mine;
+  // A signal that arrives after this exchange waits for the next step, on every rank alike.
+  for (int64_t sig : comm_->all_gather_host({int64_t(mine)}))
+    if (sig != 0) return int(sig);
+  return 0;
 }
 
 void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64_t step_tokens) {
@@ -295,13 +343,18 @@ void Trainer::log_eval() {
 
 void Trainer::save() {
   if (world_size() > 1) check_same_parameters(str_cat("at step ", state_.step));
-  if (opt_layout_) {
-    // ZeRO-1: the full state, gathered on rank 0: the same file as without sharding.
-    const optim::OptimizerState full =
-        dist::gather_optimizer_state(*comm_, *opt_, *opt_layout_, owners_);
-    if (rank() == 0) save_checkpoint(run_dir_, *model_, opt_->name(), full, state_);
-  } else if (rank() == 0) {
-    save_checkpoint(run_dir_, *model_, *opt_, state_);
+  try {
+    if (opt_layout_) {
+      // ZeRO-1: the full state, gathered on rank 0: the same file as without sharding.
+      const optim::OptimizerState full =
+          dist::gather_optimizer_state(*comm_, *opt_, *opt_layout_, owners_);
+      if (rank() == 0) save_checkpoint(run_dir_, *model_, opt_->name(), full, state_);
+    } else if (rank() == 0) {
+      save_checkpoint(run_dir_, *model_, *opt_, state_);
+    }
+  } catch (const std::exception& e) {
+    GDN_FAIL("cannot save the checkpoint of step ", state_.step, " in ", run_dir_, ": ", e.what(),
+             "; the run stopped (the checkpoints before it and 'latest' are kept)");
   }
   if (rank() == 0) prune_checkpoints(run_dir_, cfg_.train.keep_checkpoints);
   if (world_size() > 1) comm_->barrier();  // no rank reads a checkpoint before it is whole

@@ -1,6 +1,8 @@
 // The trainer: model, optimizer, schedule and data from a RunConfig; the training loop with
 // gradient accumulation, clipping, non-finite detection, periodic validation, checkpoints
-// (atomic, resumable exactly), metrics.jsonl and a progress line; Ctrl-C saves and exits.
+// (atomic, resumable exactly), metrics.jsonl and a progress line; SIGINT, SIGTERM, SIGHUP and
+// SIGUSR1 save at the end of the step and stop. A run directory that holds a run is never
+// started over unless asked (TrainerOptions::overwrite).
 // Data-parallel under mpirun (README "Data-parallel training"): every rank runs this loop on
 // its rows of the global batch; gradients are averaged by a dist::GradReducer during backward,
 // rank 0 alone logs and writes checkpoints.
@@ -25,6 +27,7 @@ namespace gdn::train {
 
 struct TrainerOptions {
   std::string resume;           // run dir or checkpoint dir; empty: fresh run
+  bool overwrite = false;       // fresh run into a directory holding a run: delete that run first
   bool quiet = false;           // no progress lines on stderr
   bool profile_memory = false;  // print the memory profile of the first step
   bool read_only = false;       // eval/generate: touch nothing in the run directory
@@ -37,8 +40,11 @@ class Trainer {
  public:
   Trainer(RunConfig cfg, TrainerOptions options = {});
   ~Trainer();
-  // Trains to cfg.train.steps; returns the final state.
+  // Trains to cfg.train.steps; returns the final state. A signal stops it after saving.
   TrainerState run();
+  // The signal that stopped run() (SIGINT, SIGTERM, SIGHUP, SIGUSR1; with several ranks, the
+  // one every rank agreed on), 0 when it was not stopped by one.
+  int stop_signal() const { return stop_signal_; }
   // Validation over up to train.eval_batches batches.
   EvalStats evaluate();
   // One optimizer step (all micro-batches); returns the mean loss. Exposed for tests.
@@ -77,7 +83,9 @@ class Trainer {
   void print_memory_profile() const;                        // of one step of this run's shapes
   double clip_gradients();                                  // returns the norm before clipping
   void skip_nonfinite_step(double loss, double grad_norm);  // or fail (train.on_nonfinite)
-  void agree_on_interrupt();  // every rank stops at the same step when any was interrupted
+  // The signal this step stops on: this process's, or with several ranks the first rank's that
+  // got one, so every rank stops (and saves) at the same step. 0: go on.
+  int agree_on_interrupt();
   void reset_window();
 
   RunConfig cfg_;
@@ -99,6 +107,7 @@ class Trainer {
   TrainerState state_;
   double flops_per_token_ = 0, peak_flops_ = 0;
   double last_grad_norm_ = 0;
+  int stop_signal_ = 0;
   // Running window for the progress line.
   double window_loss_ = 0, window_seconds_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;

@@ -5,7 +5,6 @@
 // model is initialized before the checkpoint overwrites it, and the ranks agree on the state.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "optim/adamw.h"
 #include "optim/param_groups.h"
@@ -14,6 +13,7 @@
 #include "src/dist/consistency.h"
 #include "src/dist/grad_reducer.h"
 #include "src/dist/zero.h"
+#include "src/io/atomic_file.h"
 #include "src/train/flops.h"
 #include "src/train/model_io.h"
 #include "src/train/trainer.h"
@@ -82,8 +82,25 @@ Trainer::~Trainer() = default;
 std::string Trainer::resolve_run_dir() {
   if (options_.resume.empty()) {
     run_dir_ = cfg_.train.out_dir;
+    // Every rank looks before any writes (rank 0 writes nothing that counts before the barrier
+    // in open_data), so all refuse alike.
+    const std::vector<std::string> traces = run_traces(run_dir_);
+    if (!options_.read_only && !options_.overwrite && !traces.empty()) {
+      std::string found;
+      for (const std::string& t : traces) found += (found.empty() ? "" : ", ") + t;
+      const bool resumable = fs::exists(fs::path(run_dir_) / "latest");
+      GDN_FAIL("train.out_dir ", run_dir_, " already holds a run (", found,
+               "); a fresh run there would lose it. ",
+               resumable ? "Continue it with `gdn train --resume " + run_dir_ + "`"
+                         : std::string("It has no checkpoint yet for `--resume` to continue"),
+               "; start over with `gdn train CONFIG --overwrite` (deletes its checkpoints, ",
+               "metrics.jsonl and config.yaml; keeps data/), or set train.out_dir to another ",
+               "directory");
+    }
     return "";
   }
+  GDN_CHECK(!options_.overwrite, "--overwrite starts a fresh run and --resume ", options_.resume,
+            " continues one: give one of them");
   const std::string checkpoint = resolve_checkpoint(options_.resume);
   run_dir_ = run_dir_of(options_.resume);
   return checkpoint;
@@ -111,7 +128,17 @@ void Trainer::connect_ranks() {
 
 void Trainer::open_data() {
   const bool main_rank = rank() == 0;
-  if (!options_.read_only && main_rank) fs::create_directories(run_dir_);
+  if (!options_.read_only && main_rank) {
+    if (options_.overwrite && !run_traces(run_dir_).empty()) {
+      if (!options_.quiet)
+        std::fprintf(stderr, "gdn: --overwrite: deleting the run in %s (its data/ stays)\n",
+                     run_dir_.c_str());
+      remove_run(run_dir_);
+    }
+    std::error_code ec;
+    fs::create_directories(run_dir_, ec);
+    GDN_CHECK(!ec, "cannot create the run directory ", run_dir_, ": ", ec.message());
+  }
   // Rank 0 prepares RUN_DIR/data when it is missing; the other ranks open it afterwards.
   if (main_rank) data_ = make_data_source(cfg_, run_dir_, 0, world_size());
   if (world_size() > 1) comm_->barrier();
@@ -150,6 +177,12 @@ void Trainer::build_optimizer() {
 void Trainer::init_state(const std::string& checkpoint) {
   state_.seed = uint64_t(cfg_.train.seed);
   if (!checkpoint.empty()) {
+    // The small file first: a bad trainer_state.json fails before the weights are read.
+    const TrainerState loaded = load_trainer_state(checkpoint);
+    GDN_CHECK(options_.read_only || loaded.step <= cfg_.train.steps,
+              (fs::path(checkpoint) / "trainer_state.json").string(), ": field 'step' is ",
+              loaded.step, ", beyond train.steps = ", cfg_.train.steps,
+              ": raise train.steps (--set train.steps=N) to continue this run");
     load_weights(checkpoint, *model_);
     if (opt_layout_) {
       // The checkpoint holds every parameter's state: keep this rank's shard.
@@ -163,7 +196,7 @@ void Trainer::init_state(const std::string& checkpoint) {
     } else {
       load_optimizer(checkpoint, *opt_);
     }
-    state_ = load_trainer_state(checkpoint);
+    state_ = loaded;
     // The data position is a global step: any world size continues from it; the rows match the
     // uninterrupted run's when the global batch is the same.
     data_->set_position(state_.data_step);
@@ -200,10 +233,11 @@ void Trainer::init_data_parallel() {
 
 void Trainer::open_metrics(bool resumed) {
   if (!options_.read_only && rank() == 0) {
-    std::ofstream f(fs::path(run_dir_) / "config.yaml");
-    f << cfg_.to_yaml();
+    // metrics.jsonl first: a resume's truncation that fails (a full disk) leaves both files whole.
+    // A fresh run appends to a file that is empty or absent (else the directory held a run).
     metrics_ = std::make_unique<MetricsLog>((fs::path(run_dir_) / "metrics.jsonl").string(),
-                                            resumed ? state_.step : 0);
+                                            resumed ? state_.step : -1);
+    io::write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), cfg_.to_yaml());
   }
   // For the throughput and MFU of the progress line and the metrics.
   flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
