@@ -1,7 +1,31 @@
 // ModelConfig: derived sizes, validation, parameter count, config.json.
+//
+// fla 0.6.0's GatedDeltaNetConfig (configuration_gated_deltanet.py in fla's models/gated_deltanet),
+// field by field, and what gdn does with it in config.json:
+//   computed as fla computes it:
+//     hidden_size, num_hidden_layers, num_heads, num_v_heads (null = num_heads), head_dim,
+//     expand_v, conv_size, use_short_conv, use_gate, allow_neg_eigval, hidden_ratio (null = 4),
+//     intermediate_size (null = 256-rounded 2/3 hidden_ratio hidden_size), hidden_act (swish;
+//     silu, the same function, is accepted too), norm_eps, vocab_size, tie_word_embeddings,
+//     output_gate_activation (swish | silu | sigmoid: the gate of o_norm, fla's FusedRMSNormGated)
+//   kept, no effect on the math:
+//     attn_mode (chunk | fused_recurrent: fla's kernel choice), max_position_embeddings (read
+//     only by attention layers), bos_token_id, eos_token_id (the tokenizer's; null = none; a list
+//     keeps its first id), initializer_range (init only), use_cache, fuse_norm, fuse_swiglu,
+//     fuse_cross_entropy, fuse_linear_cross_entropy (fused kernels of the same math; both
+//     cross-entropy flags true is refused, as fla refuses it)
+//   refused unless at fla's default, naming the field:
+//     attn (null; a hybrid model: "hybrid attention layers are not supported yet"),
+//     attnres_block_size (null; attention residuals add parameters and reroute the residuals),
+//     use_l2warp (false; L2Wrap adds a max-logit penalty to the gradient),
+//     pad_token_id (null; the embedding's padding_idx row gets no gradient in fla)
+//   Hugging Face's own fields (model_type, architectures, transformers_version, dtype /
+//   torch_dtype, output_hidden_states, ...): accepted, no effect; quantization_config is refused
+//   (the weights would not be plain floats). Keys nobody knows are ignored, as fla ignores them.
 #include "layers/config.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "layers/token_mixer.h"
 #include "src/core/error.h"
@@ -75,11 +99,18 @@ nlohmann::json ModelConfig::to_hf_json() const {
       {"tie_word_embeddings", tie_word_embeddings},
       {"initializer_range", initializer_range},
       {"max_position_embeddings", max_position_embeddings},
-      {"bos_token_id", bos_token_id},
-      {"eos_token_id", eos_token_id},
+      {"bos_token_id", bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr)},
+      {"eos_token_id", eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr)},
+      {"pad_token_id", nullptr},
       {"fuse_norm", fuse_norm},
       {"fuse_swiglu", fuse_swiglu},
       {"fuse_cross_entropy", fuse_cross_entropy},
+      {"fuse_linear_cross_entropy", false},
+      {"use_l2warp", false},
+      {"use_cache", true},
+      {"attn", nullptr},
+      {"attnres_block_size", nullptr},
+      {"output_gate_activation", enum_name(output_gate_activation)},
       {"torch_dtype", "float32"},
       {"gdn",
        {{"kernel", gdr::impl_name(kernel)},
@@ -88,6 +119,52 @@ nlohmann::json ModelConfig::to_hf_json() const {
   };
   return j;
 }
+
+namespace {
+
+// Refuses, naming the field, what fla would compute and gdn would not (the table at the top).
+void refuse_unsupported_fields(const nlohmann::json& j) {
+  auto is_set = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  GDN_CHECK(!is_set("attn"), "config.json: field 'attn' is ",
+            j.value("attn", nlohmann::json()).dump(),
+            ": hybrid attention layers are not supported yet (gdn builds Gated DeltaNet layers ",
+            "only; 'attn' must be null)");
+  GDN_CHECK(!is_set("attnres_block_size"), "config.json: field 'attnres_block_size' is ",
+            j.value("attnres_block_size", nlohmann::json()).dump(),
+            ": attention residuals (fla's AttnRes) are not supported (must be null)");
+  GDN_CHECK(!is_set("use_l2warp") || j["use_l2warp"] == false,
+            "config.json: field 'use_l2warp' is ", j.value("use_l2warp", nlohmann::json()).dump(),
+            ": fla's L2Wrap adds a max-logit penalty to the gradient, which gdn does not compute ",
+            "(must be false)");
+  GDN_CHECK(!is_set("pad_token_id"), "config.json: field 'pad_token_id' is ",
+            j.value("pad_token_id", nlohmann::json()).dump(),
+            ": fla's embedding gives that row no gradient (padding_idx), which gdn does not do ",
+            "(must be null)");
+  GDN_CHECK(!is_set("quantization_config"),
+            "config.json: field 'quantization_config' is set: quantized weights are not supported");
+  // fla's defaults: fuse_cross_entropy true, fuse_linear_cross_entropy false.
+  auto is_true = [&](const char* key, bool dflt) { return is_set(key) ? j[key] == true : dflt; };
+  GDN_CHECK(!(is_true("fuse_cross_entropy", true) && is_true("fuse_linear_cross_entropy", false)),
+            "config.json: fields 'fuse_cross_entropy' and 'fuse_linear_cross_entropy' are both ",
+            "true, which fla refuses");
+}
+
+// A token id field: an integer, null (none: -1) or a list (its first id).
+int64_t token_id(const nlohmann::json& v, const char* key) {
+  if (v.is_null()) return -1;
+  if (v.is_array()) return v.empty() ? -1 : token_id(v[0], key);
+  GDN_CHECK(v.is_number_integer(), "config.json: field '", key,
+            "' must be an integer or null, got ", v.dump());
+  return v.get<int64_t>();
+}
+
+std::string show(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
   GDN_CHECK(j.value("model_type", "") == "gated_deltanet", "config.json: model_type is '",
@@ -121,11 +198,20 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
   get("tie_word_embeddings", c.tie_word_embeddings);
   get("initializer_range", c.initializer_range);
   get("max_position_embeddings", c.max_position_embeddings);
-  get("bos_token_id", c.bos_token_id);
-  get("eos_token_id", c.eos_token_id);
+  if (j.contains("bos_token_id")) c.bos_token_id = token_id(j["bos_token_id"], "bos_token_id");
+  if (j.contains("eos_token_id")) c.eos_token_id = token_id(j["eos_token_id"], "eos_token_id");
   get("fuse_norm", c.fuse_norm);
   get("fuse_swiglu", c.fuse_swiglu);
   get("fuse_cross_entropy", c.fuse_cross_entropy);
+  if (j.contains("output_gate_activation") && !j["output_gate_activation"].is_null()) {
+    const auto& v = j["output_gate_activation"];
+    const auto parsed =
+        v.is_string() ? enum_table(GateActivation{}).parse(v.get<std::string>()) : std::nullopt;
+    GDN_CHECK(parsed, "config.json: field 'output_gate_activation' is ", v.dump(), " (expected ",
+              enum_table(GateActivation{}).choices(), ")");
+    c.output_gate_activation = *parsed;
+  }
+  refuse_unsupported_fields(j);
   if (j.contains("gdn")) {
     const auto& g = j["gdn"];
     auto get_enum = [&](const char* key, auto table, auto& field) {
@@ -136,11 +222,47 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
       field = *parsed;
     };
     get_enum("kernel", EnumTable<gdr::Impl>(kModelKernels), c.kernel);
-    if (g.contains("chunk_size")) g["chunk_size"].get_to(c.chunk_size);
+    if (g.contains("chunk_size")) {
+      GDN_CHECK(g["chunk_size"].is_number_integer(), "config.json: gdn.chunk_size must be an ",
+                "integer, got ", g["chunk_size"].dump());
+      g["chunk_size"].get_to(c.chunk_size);
+    }
     get_enum("residual", enum_table(gdr::Residual{}), c.residual);
   }
   c.validate();
   return c;
+}
+
+std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b) {
+  std::vector<std::string> out;
+  auto differ = [&](const char* name, const std::string& va, const std::string& vb) {
+    if (va != vb) out.push_back(str_cat(name, " (", va, " vs ", vb, ")"));
+  };
+  auto num = [](int64_t v) { return std::to_string(v); };
+  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  // swish and silu are one function: compare what is computed.
+  auto act = [](const std::string& s) { return s == "silu" ? std::string("swish") : s; };
+  auto gate = [](const ModelConfig& c) {
+    if (!c.use_gate) return std::string("none (use_gate false)");
+    return std::string(c.output_gate_activation == GateActivation::sigmoid ? "sigmoid" : "swish");
+  };
+  differ("hidden_size", num(a.hidden_size), num(b.hidden_size));
+  differ("num_hidden_layers", num(a.num_hidden_layers), num(b.num_hidden_layers));
+  differ("num_heads", num(a.num_heads), num(b.num_heads));
+  differ("num_v_heads", num(a.v_heads()), num(b.v_heads()));
+  differ("head_dim", num(a.head_dim), num(b.head_dim));
+  differ("expand_v", show(a.expand_v), show(b.expand_v));
+  differ("use_short_conv", flag(a.use_short_conv), flag(b.use_short_conv));
+  if (a.use_short_conv && b.use_short_conv) differ("conv_size", num(a.conv_size), num(b.conv_size));
+  differ("use_gate", flag(a.use_gate), flag(b.use_gate));
+  if (a.use_gate && b.use_gate) differ("output_gate_activation", gate(a), gate(b));
+  differ("allow_neg_eigval", flag(a.allow_neg_eigval), flag(b.allow_neg_eigval));
+  differ("intermediate_size", num(a.mlp_intermediate_size()), num(b.mlp_intermediate_size()));
+  differ("hidden_act", act(a.hidden_act), act(b.hidden_act));
+  differ("norm_eps", show(a.norm_eps), show(b.norm_eps));
+  differ("vocab_size", num(a.vocab_size), num(b.vocab_size));
+  differ("tie_word_embeddings", flag(a.tie_word_embeddings), flag(b.tie_word_embeddings));
+  return out;
 }
 
 }  // namespace gdn::nn

@@ -1,9 +1,12 @@
 // The model configuration: flash-linear-attention's GatedDeltaNetConfig field names (so
-// config.json round-trips with fla / Hugging Face), plus gdn's kernel choice.
+// config.json round-trips with fla / Hugging Face), plus gdn's kernel choice. Every field of fla
+// 0.6.0's GatedDeltaNetConfig is either computed or refused by name (the table is in
+// layers/config.cpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kernels/gated_delta_rule.h"
 
@@ -26,6 +29,17 @@ inline EnumTable<Checkpointing> enum_table(Checkpointing) {
   return kCheckpointingNames;
 }
 
+// The output gate of the Gated DeltaNet layer (fla's output_gate_activation, applied by its
+// FusedRMSNormGated): rmsnorm(o) * w * act(g_proj x). swish and silu are the same function.
+enum class GateActivation { swish, silu, sigmoid };
+inline constexpr EnumEntry<GateActivation> kGateActivationNames[] = {
+    {GateActivation::swish, "swish"},
+    {GateActivation::silu, "silu"},
+    {GateActivation::sigmoid, "sigmoid"}};
+inline EnumTable<GateActivation> enum_table(GateActivation) {
+  return kGateActivationNames;
+}
+
 struct ModelConfig {
   // fla GatedDeltaNetConfig fields (same names and defaults).
   int64_t hidden_size = 2048;
@@ -46,10 +60,11 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   double initializer_range = 0.02;
   int64_t max_position_embeddings = 2048;
-  int64_t bos_token_id = 1;
-  int64_t eos_token_id = 2;
+  int64_t bos_token_id = 1;  // -1 = None (no such token); no effect on the math
+  int64_t eos_token_id = 2;  // -1 = None
   std::string attn_mode = "chunk";
   bool fuse_norm = true, fuse_swiglu = true, fuse_cross_entropy = true;
+  GateActivation output_gate_activation = GateActivation::swish;  // with use_gate
   // gdn: which gated-delta-rule implementation and how.
   gdr::Impl kernel = gdr::Impl::chunked;  // recurrent | chunked | fused (kModelKernels)
   int64_t chunk_size = 64;                // 16 | 32 | 64
@@ -67,9 +82,16 @@ struct ModelConfig {
   // Parameter count by formula (equals the built model's count; tests check it).
   int64_t num_parameters() const;
 
-  // config.json (Hugging Face): fla's names, model_type gated_deltanet.
+  // config.json (Hugging Face): fla's names, model_type gated_deltanet. from_hf_json refuses,
+  // naming the field, every fla field whose value gdn would not compute as fla does.
   nlohmann::json to_hf_json() const;
   static ModelConfig from_hf_json(const nlohmann::json& j);
 };
+
+// The fields of `a` and `b` that give different models (shapes or math), each as
+// "name (value in a vs value in b)"; empty when they describe the same model. Fields without
+// effect on the math (initializer_range, bos/eos ids, fuse_* flags, the kernel choice) are not
+// compared; derived sizes are compared resolved (num_v_heads null = num_heads).
+std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b);
 
 }  // namespace gdn::nn

@@ -54,8 +54,9 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
   }
   if (cfg.use_gate) {
     g_proj = register_module("g_proj", std::make_shared<Linear>(d, vd, false, ctx));
-    o_norm_gated = register_module(
-        "o_norm", std::make_shared<GatedRMSNorm>(cfg.head_v_dim(), cfg.norm_eps, ctx));
+    o_norm_gated =
+        register_module("o_norm", std::make_shared<GatedRMSNorm>(cfg.head_v_dim(), cfg.norm_eps,
+                                                                 ctx, cfg.output_gate_activation));
   } else {
     o_norm_plain =
         register_module("o_norm", std::make_shared<RMSNorm>(cfg.head_v_dim(), cfg.norm_eps, ctx));

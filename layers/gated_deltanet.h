@@ -3,7 +3,8 @@
 //   q, k    = l2norm per head;  beta = sigmoid(b_proj x) (x2 with allow_neg_eigval)
 //   g       = -exp(A_log) * softplus(a_proj x + dt_bias)          (log decay, <= 0)
 //   o       = gated_delta_rule(q, k, v, g, beta)
-//   o       = rmsnorm(o) * o_norm.weight * silu(g_proj x)  per head over V
+//   o       = rmsnorm(o) * o_norm.weight * act(g_proj x)  per head over V
+//             (act: swish, or sigmoid with output_gate_activation sigmoid)
 //   out     = o_proj o
 // A token mixer (layers/token_mixer.h) named "gated_deltanet".
 #pragma once

@@ -127,6 +127,16 @@ const std::map<std::string, LayerCheck>& registry() {
              "layer gated_rms_norm", m, {x, gate}, {"x", "gate"},
              [&](auto& in) { return m.forward(in[0], in[1]); }, s);
        }},
+      {"gated_rms_norm_sigmoid",
+       [](uint64_t s) {
+         Generator g(s);
+         GatedRMSNorm m(4, 1e-6, fp64_ctx(&g), GateActivation::sigmoid);
+         ops::normal_(m.weight, 1.0, 0.3, &g);
+         Tensor x = input({2, 3, 4}, g), gate = input({2, 3, 4}, g);
+         return check_module(
+             "layer gated_rms_norm (sigmoid gate)", m, {x, gate}, {"x", "gate"},
+             [&](auto& in) { return m.forward(in[0], in[1]); }, s);
+       }},
       {"short_conv",
        [](uint64_t s) {
          Generator g(s);
@@ -172,6 +182,12 @@ const std::map<std::string, LayerCheck>& registry() {
          c.use_short_conv = false;
          c.allow_neg_eigval = true;
          return check_gdn_layer("layer gated_deltanet (no gate/conv)", c, s);
+       }},
+      {"gated_deltanet_sigmoid_gate",
+       [](uint64_t s) {
+         ModelConfig c = tiny_config();
+         c.output_gate_activation = GateActivation::sigmoid;
+         return check_gdn_layer("layer gated_deltanet (sigmoid output gate)", c, s);
        }},
       {"block",
        [](uint64_t s) {

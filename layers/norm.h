@@ -1,6 +1,8 @@
 // RMSNorm (x / rms(x) * w) and the gated output norm of Gated DeltaNet
-// (rmsnorm(o) * w * silu(gate), fla's FusedRMSNormGated), weights initialised to 1.
+// (rmsnorm(o) * w * act(gate), fla's FusedRMSNormGated with act = swish or sigmoid, its
+// output_gate_activation), weights initialised to 1.
 #pragma once
+#include "layers/config.h"
 #include "layers/module.h"
 
 namespace gdn::nn {
@@ -16,8 +18,12 @@ class RMSNorm : public Module {
 // The same weight and eps; the forward also takes the gate.
 class GatedRMSNorm : public RMSNorm {
  public:
-  using RMSNorm::RMSNorm;
+  GatedRMSNorm(int64_t dim, double eps, const InitContext& ctx,
+               GateActivation activation = GateActivation::swish);
   Tensor forward(const Tensor& x, const Tensor& gate) const;
+
+ private:
+  bool sigmoid_gate_;  // resolved once: sigmoid(gate), else swish(gate) = gate * sigmoid(gate)
 };
 
 }  // namespace gdn::nn

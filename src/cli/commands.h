@@ -9,6 +9,7 @@ void add_run_kernel_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_profile_memory_command(CLI::App& app);
 void add_info_command(CLI::App& app);

@@ -1,17 +1,20 @@
-// `gdn forward CONFIG.yaml --tokens TOKENS.npy`: one forward (and, with --grads, backward) of
-// the model on [B, T+1] tokens; prints {"loss", "tokens", "params"} as one JSON line. This is
-// how a user checks gdn against their own PyTorch/fla model: same config.json and weights,
-// same tokens, compare loss, logits and gradients.
+// `gdn forward [CONFIG.yaml] --tokens TOKENS.npy [--weights DIR]`: one forward (and, with
+// --grads, backward) of the model on [B, T+1] tokens; prints {"loss", "tokens", "params"} as
+// one JSON line. This is how a user checks gdn against their own PyTorch/fla model: same
+// config.json and weights, same tokens, compare loss, logits and gradients. With --weights the
+// model is DIR/config.json's (a run, checkpoint or Hugging Face model directory); a CONFIG.yaml
+// given too must describe the same model, or the run stops naming the keys that differ.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "src/cli/commands.h"
+#include "src/data/hf_tokenizer.h"
 #include "src/io/npy.h"
 #include "src/io/safetensors.h"
 #include "src/ops/ops.h"
+#include "src/train/model_dir.h"
 #include "src/train/model_io.h"
-#include "src/train/run_config.h"
 
 namespace gdn::cli {
 
@@ -24,7 +27,8 @@ struct ForwardArgs {
 };
 
 void run(const ForwardArgs& a) {
-  train::RunConfig cfg = train::load_run_config(a.config, a.sets);
+  const train::ForwardModel fm = train::resolve_forward_model(a.config, a.sets, a.weights);
+  const train::RunConfig& cfg = fm.cfg;
   const Device dev = parse_device(a.device);
   const DType compute = parse_dtype(a.dtype);
   GDN_CHECK(compute == DType::float32 || compute == DType::float64 || compute == DType::bfloat16,
@@ -45,8 +49,13 @@ void run(const ForwardArgs& a) {
   ctx.gen = &gen;
   nn::CausalLM model(cfg.model, ctx);
   model.compute_dtype = compute;
-  if (!a.weights.empty()) train::load_weights(a.weights, model);
-  if (!a.save_weights.empty()) train::save_pretrained(a.save_weights, model);
+  if (!fm.weights_dir.empty()) train::load_weights(fm.weights_dir, model);
+  if (!a.save_weights.empty()) {
+    train::save_pretrained(a.save_weights, model);
+    // A model directory carries its tokenizer: the one of the weights' directory, if any.
+    if (!fm.weights_dir.empty() && data::has_tokenizer_files(fm.weights_dir))
+      data::write_hf_tokenizer_files(a.save_weights, *data::load_hf_tokenizer(fm.weights_dir));
+  }
 
   tokens = ops::to_device(tokens, dev);
   const int64_t T = tokens.size(1) - 1;
@@ -81,13 +90,17 @@ void run(const ForwardArgs& a) {
 void add_forward_command(CLI::App& app) {
   auto a = std::make_shared<ForwardArgs>();
   auto* cmd = app.add_subcommand("forward", "One forward (and backward) of the model on tokens");
-  cmd->add_option("config", a->config, "YAML config (a model: section is enough)")->required();
+  cmd->add_option("config", a->config,
+                  "YAML config (a model: section is enough); optional with --weights, where it "
+                  "must describe the same model as DIR/config.json");
   cmd->add_option("--tokens", a->tokens,
                   "int32/int64 .npy [B, T+1]: inputs [:, :-1], targets [:, 1:]")
       ->required();
   cmd->add_option("--weights", a->weights,
-                  "checkpoint directory to load (config.json + model.safetensors)");
-  cmd->add_option("--save-weights", a->save_weights, "write the (initial or loaded) weights here");
+                  "model to load: run directory (latest checkpoint), checkpoint directory or "
+                  "model directory (config.json + model.safetensors)");
+  cmd->add_option("--save-weights", a->save_weights,
+                  "write the (initial or loaded) model here (with the tokenizer of --weights)");
   cmd->add_option("--grads", a->grads, "write d loss / d parameter as safetensors");
   cmd->add_option("--logits", a->logits, "write the logits [B, T, V] as .npy");
   cmd->add_option("--dtype", a->dtype, "float32, float64 or bfloat16 activations")

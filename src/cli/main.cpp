@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   gdn::cli::add_bench_command(app);
   gdn::cli::add_forward_command(app);
   gdn::cli::add_train_command(app);
+  gdn::cli::add_eval_command(app);
   gdn::cli::add_generate_command(app);
   gdn::cli::add_profile_memory_command(app);
   gdn::cli::add_prepare_data_command(app);

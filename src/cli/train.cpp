@@ -1,6 +1,6 @@
-// `gdn train CONFIG.yaml [--set key=value ...] [--resume DIR | --overwrite]` and `gdn eval
-// RUN_DIR`. `gdn train` exits 0 when done, 1 on an error, 128 + N when signal N stopped it
-// (after saving a checkpoint).
+// `gdn train CONFIG.yaml [--set key=value ...] [--resume DIR | --overwrite]` (`gdn eval`:
+// src/cli/eval.cpp). `gdn train` exits 0 when done, 1 on an error, 128 + N when signal N stopped
+// it (after saving a checkpoint).
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -51,26 +51,6 @@ void run_train(const TrainArgs& a) {
   }
 }
 
-void run_eval(const std::string& run_dir, int64_t batches, const std::vector<std::string>& sets) {
-  const std::string cfg_path =
-      (std::filesystem::path(train::run_dir_of(run_dir)) / "config.yaml").string();
-  std::vector<std::string> overrides = sets;
-  if (batches >= 0) overrides.push_back("train.eval_batches=" + std::to_string(batches));
-  train::RunConfig cfg = train::load_run_config(cfg_path, overrides);
-  train::TrainerOptions o;
-  o.resume = run_dir;
-  o.quiet = true;
-  o.read_only = true;
-  train::Trainer t(cfg, o);
-  train::EvalStats e = t.evaluate();
-  GDN_CHECK(e.tokens > 0, "no validation data in ", train::data_dir_of(cfg, t.run_dir()));
-  nlohmann::json out = {
-      {"step", t.state().step}, {"val_loss", e.loss}, {"val_ppl", e.ppl}, {"val_tokens", e.tokens}};
-  if (e.bpb > 0) out["val_bpb"] = e.bpb;
-  if (e.accuracy >= 0) out["val_accuracy"] = e.accuracy;
-  std::printf("%s\n", out.dump().c_str());
-}
-
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -89,17 +69,6 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--profile-memory", a->profile_memory,
                 "print the memory profile of the first step");
   cmd->callback([a] { run_train(*a); });
-
-  auto batches = std::make_shared<int64_t>(-1);
-  auto dir = std::make_shared<std::string>();
-  auto sets = std::make_shared<std::vector<std::string>>();
-  auto* ev = app.add_subcommand("eval", "Validation loss, perplexity and bits per byte of a run");
-  ev->add_option("run_dir", *dir, "run directory (latest checkpoint) or checkpoint directory")
-      ->required();
-  ev->add_option("--batches", *batches,
-                 "validation batches (default: train.eval_batches; 0 = all)");
-  ev->add_option("--set", *sets, "override a config key")->expected(1)->take_all();
-  ev->callback([dir, batches, sets] { run_eval(*dir, *batches, *sets); });
 }
 
 }  // namespace gdn::cli

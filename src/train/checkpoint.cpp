@@ -100,6 +100,7 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
   cleanup.remove();
   // The model directory first (its own atomic write), then the trainer state into it.
   save_pretrained(tmp, model, DType::float32);
+  save_run_tokenizer(tmp, run_dir);  // the tokenizer travels with the model (and sets bos/eos)
   io::NamedTensors tensors(os.tensors.begin(), os.tensors.end());
   std::map<std::string, std::string> meta{{"optimizer", optimizer_name}};
   char buf[64];

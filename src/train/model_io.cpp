@@ -1,16 +1,86 @@
-// save_pretrained / load_weights.
+// save_pretrained / load_config_json / load_weights / save_run_tokenizer.
 #include "src/train/model_io.h"
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "src/data/hf_tokenizer.h"
 #include "src/io/safetensors.h"
 #include "src/ops/ops.h"
+#include "src/train/data_source.h"
+#include "src/train/run_config.h"
 
 namespace gdn::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The first NaN or infinite element of a host tensor of a floating dtype (-1: none), checked on
+// the raw bits so no copy of a large tensor is made.
+int64_t first_nonfinite(const Tensor& t) {
+  const int64_t n = t.numel();
+  const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+  auto scan16 = [&](uint16_t exponent_mask) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      if ((v & exponent_mask) == exponent_mask) return i;
+    }
+    return int64_t(-1);
+  };
+  switch (t.dtype()) {
+    case DType::float32:
+      for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        if (!std::isfinite(v)) return i;
+      }
+      return -1;
+    case DType::float64:
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, p + 8 * i, 8);
+        if (!std::isfinite(v)) return i;
+      }
+      return -1;
+    case DType::bfloat16:
+      return scan16(0x7F80);  // exponent all ones: inf or NaN
+    case DType::float16:
+      return scan16(0x7C00);
+    default:
+      return -1;
+  }
+}
+
+// The weight files of DIR: model.safetensors, or the shards of model.safetensors.index.json.
+std::vector<std::string> weight_files(const std::string& dir) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(single) || !fs::exists(index)) return {single.string()};
+  nlohmann::json j;
+  try {
+    std::ifstream f(index);
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    GDN_FAIL(index.string(), ": not valid JSON: ", e.what());
+  }
+  GDN_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), index.string(),
+            ": no 'weight_map' object");
+  std::set<std::string> files;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    GDN_CHECK(file.is_string(), index.string(), ": weight_map['", name, "'] is not a file name");
+    files.insert(file.get<std::string>());
+  }
+  std::vector<std::string> out;
+  for (const auto& f : files) out.push_back((fs::path(dir) / f).string());
+  return out;
+}
+
+}  // namespace
 
 void replace_directory(const std::string& tmp, const std::string& dir) {
   std::error_code ec;
@@ -59,25 +129,69 @@ nn::ModelConfig load_config_json(const std::string& dir) {
 }
 
 void load_weights(const std::string& dir, nn::CausalLM& model) {
-  const std::string path = (fs::path(dir) / "model.safetensors").string();
-  auto tensors = io::load_safetensors(path);
   std::set<std::string> wanted;
   for (const auto& [name, p] : model.named_parameters()) wanted.insert(name);
   std::set<std::string> seen;
-  for (auto& [name, t] : tensors) {
-    if (model.cfg.tie_word_embeddings && name == "lm_head.weight") continue;  // tied copy
-    Tensor* slot = model.find_parameter(name);
-    GDN_CHECK(slot, path, ": unexpected tensor '", name, "' (not a parameter of this model)");
-    GDN_CHECK(t.shape() == slot->shape(), path, ": tensor '", name, "' has shape ",
-              shape_str(t.shape()), " but the model expects ", shape_str(slot->shape()));
-    GDN_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' has dtype ",
-              dtype_name(t.dtype()), ", expected a floating type");
-    autograd::NoGradGuard ng;
-    ops::copy_(*slot, t);
-    seen.insert(name);
+  const bool tied = model.cfg.tie_word_embeddings;
+  const std::string embeddings = "model.embeddings.weight";
+  std::string
+      tied_head_file;  // where a tied lm_head.weight was stored (fallback for the embedding)
+  Tensor tied_head;
+  const std::vector<std::string> files = weight_files(dir);
+  for (const std::string& path : files) {
+    auto tensors = io::load_safetensors(path);
+    for (auto& [name, t] : tensors) {
+      GDN_CHECK(is_floating(t.dtype()), path, ": tensor '", name, "' has dtype ",
+                dtype_name(t.dtype()), ", expected a floating type");
+      const int64_t bad = first_nonfinite(t);
+      if (bad >= 0) {
+        const double v = ops::slice(ops::reshape(t, {-1}), 0, bad, bad + 1).item();
+        GDN_FAIL(path, ": tensor '", name, "' holds a non-finite value (", v, " at flat index ",
+                 bad, " of ", t.numel(), ")");
+      }
+      if (tied && name == "lm_head.weight") {  // the tied copy: the embedding is the weight
+        tied_head = t;
+        tied_head_file = path;
+        continue;
+      }
+      Tensor* slot = model.find_parameter(name);
+      GDN_CHECK(slot, path, ": unexpected tensor '", name, "' (not a parameter of this model)");
+      GDN_CHECK(t.shape() == slot->shape(), path, ": tensor '", name, "' has shape ",
+                shape_str(t.shape()), " but the model expects ", shape_str(slot->shape()));
+      GDN_CHECK(!seen.count(name), path, ": tensor '", name, "' is stored twice");
+      autograd::NoGradGuard ng;
+      ops::copy_(*slot, t);
+      seen.insert(name);
+    }
   }
+  // A tied model may store its one matrix under the head's name instead of the embedding's.
+  if (tied && !seen.count(embeddings) && tied_head.defined()) {
+    Tensor* slot = model.find_parameter(embeddings);
+    GDN_CHECK(tied_head.shape() == slot->shape(), tied_head_file,
+              ": tensor 'lm_head.weight' (tied to the embeddings) has shape ",
+              shape_str(tied_head.shape()), " but the model expects ", shape_str(slot->shape()));
+    autograd::NoGradGuard ng;
+    ops::copy_(*slot, tied_head);
+    seen.insert(embeddings);
+  }
+  const std::string where = files.size() == 1 ? files[0] : dir + " (sharded weights)";
   for (const auto& name : wanted)
-    GDN_CHECK(seen.count(name), path, ": missing tensor '", name, "'");
+    GDN_CHECK(seen.count(name), where, ": missing tensor '", name, "'");
+}
+
+void save_run_tokenizer(const std::string& checkpoint_dir, const std::string& run_dir) {
+  const fs::path config = fs::path(run_dir) / "config.yaml";
+  std::string data_dir = (fs::path(run_dir) / "data").string();
+  if (fs::exists(config)) {
+    const RunConfig cfg = load_run_config(config.string(), {});
+    if (cfg.data.task == Task::mqar) {  // synthetic tokens: no tokenizer, no bos or eos
+      data::set_config_token_ids(checkpoint_dir, -1, -1);
+      return;
+    }
+    data_dir = data_dir_of(cfg, run_dir);
+  }
+  if (!data::has_tokenizer_files(data_dir)) return;
+  data::write_hf_tokenizer_files(checkpoint_dir, *data::load_hf_tokenizer(data_dir));
 }
 
 }  // namespace gdn::train

@@ -3,12 +3,14 @@
 #include "src/train/sampling.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "kernels/philox.h"
 #include "src/core/error.h"
+#include "src/ops/ops.h"
 
 namespace gdn::train {
 
@@ -126,6 +128,57 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& o, uint64_t se
             "sample_token: logits must be [V] or [1, ..., 1, V] (one row), got ",
             shape_str(logits.shape()));
   return sample_token(logits.to_vector(), o, seed, counter);
+}
+
+GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& tok,
+                            const std::string& prompt, const GenerateOptions& options,
+                            const std::function<void(std::string_view)>& out) {
+  validate(options.sampling);
+  GDN_CHECK(options.max_tokens >= 0, "generate: max_tokens must be >= 0, got ", options.max_tokens);
+  GDN_CHECK(tok.vocab_size() <= model.cfg.vocab_size, "the tokenizer has ", tok.vocab_size(),
+            " ids but the model's vocab_size is ", model.cfg.vocab_size);
+  autograd::NoGradGuard no_grad;
+  const Device dev = model.lm_head_weight().device();
+  GenerateStats stats;
+  std::vector<int32_t> ids = tok.encode(prompt);
+  if (ids.empty()) ids.push_back(int32_t(tok.bos_id() >= 0 ? tok.bos_id() : 0));
+  stats.prompt_tokens = int64_t(ids.size());
+  char last = prompt.empty() ? '\n' : prompt.back();
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    out(std::string_view(text.data(), text.size()));
+    last = text.back();
+  };
+  emit(prompt);
+  std::vector<nn::LayerState> states(model.model->layers.size());
+  auto to_tensor = [&](const std::vector<int32_t>& v) {
+    std::vector<double> d(v.begin(), v.end());
+    return ops::from_vector(d, {1, int64_t(v.size())}, DType::int64, dev);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor logits = model.step(to_tensor(ids), states);  // the prompt at once
+  const auto t1 = std::chrono::steady_clock::now();
+  std::vector<int32_t> pending;  // tokens not yet written (a UTF-8 character may span several)
+  for (; stats.generated < options.max_tokens; ++stats.generated) {
+    const int64_t next =
+        sample_token(logits, options.sampling, options.seed, uint64_t(stats.generated));
+    if (next == tok.eos_id()) break;
+    pending.push_back(int32_t(next));
+    const std::string text = tok.decode(pending);
+    // Four tokens cover any character; past that the bytes are not UTF-8 and go out as they are.
+    if (data::is_valid_utf8(text, nullptr) || pending.size() >= 4) {
+      emit(text);
+      pending.clear();
+    }
+    if (stats.generated + 1 < options.max_tokens)
+      logits = model.step(to_tensor({int32_t(next)}), states);
+  }
+  if (!pending.empty()) emit(tok.decode(pending));
+  if (last != '\n') emit("\n");
+  const auto t2 = std::chrono::steady_clock::now();
+  stats.prompt_s = std::chrono::duration<double>(t1 - t0).count();
+  stats.generate_s = std::chrono::duration<double>(t2 - t1).count();
+  return stats;
 }
 
 }  // namespace gdn::train

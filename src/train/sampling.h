@@ -1,12 +1,18 @@
 // Next-token sampling for generation: temperature, top-k and top-p (nucleus), applied in that
 // order as Hugging Face does. Computed in fp64 on the host (a [V] row is small next to the
 // forward that produced it), and the one random draw is Philox(counter, key = seed), so a
-// generation is reproducible from (seed, counter) alone whatever the device or dtype.
+// generation is reproducible from (seed, counter) alone whatever the device or dtype. And the
+// generation loop of `gdn generate`, through the recurrent state.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "layers/model.h"
 #include "src/core/tensor.h"
+#include "src/data/tokenizer.h"
 
 namespace gdn::train {
 
@@ -31,5 +37,23 @@ int64_t sample_token(const Tensor& logits, const SamplingOptions& options, uint6
                      uint64_t counter);
 int64_t sample_token(const std::vector<double>& logits, const SamplingOptions& options,
                      uint64_t seed, uint64_t counter);
+
+struct GenerateOptions {
+  int64_t max_tokens = 200;
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+};
+struct GenerateStats {
+  int64_t prompt_tokens = 0, generated = 0;
+  double prompt_s = 0, generate_s = 0;  // wall time of the prompt and of the new tokens
+};
+
+// Continues `prompt` with up to max_tokens tokens (fewer when the tokenizer's eos comes), one
+// step of the recurrent state each. Writes the prompt, then the new text to `out` as soon as it
+// is whole UTF-8 (or 4 tokens could not make it so), as raw bytes: a generated NUL is written
+// like any byte. The output ends with a newline (one is added when the text lacks it).
+GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& tok,
+                            const std::string& prompt, const GenerateOptions& options,
+                            const std::function<void(std::string_view)>& out);
 
 }  // namespace gdn::train
