@@ -2,7 +2,8 @@
 // and writes the seed's JSON schema (docs/benchmarks/reference/seed-bench-rtx3090-jax.json): per
 // result median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of
 // every gradient against the fp64 recurrent reference, GFLOP/s by docs/design.md's count and the
-// fraction of the device's measured peak.
+// fraction of the device's measured peak. Exit status 2 when any result failed (the JSON, with
+// its error rows, is still written), 1 on an error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +25,9 @@ namespace gdn::cli {
 namespace {
 
 using nlohmann::json;
+
+// The exit status of a sweep in which some result failed (1 is an error before any result).
+constexpr int kRowsFailed = 2;
 
 struct BenchArgs {
   std::vector<std::string> impls{"recurrent", "chunked", "fused", "ssd"};
@@ -264,9 +268,19 @@ void run(BenchArgs a) {
   std::fputs(format_table(results).c_str(), stdout);
   if (!a.out.empty()) {
     std::ofstream f(a.out);
-    GDN_CHECK(f, "cannot write ", a.out);
+    GDN_CHECK(f, "--out: cannot write '", a.out, "'");
     f << doc.dump(1) << "\n";
+    GDN_CHECK(f.good(), "--out: error writing '", a.out, "'");
     std::printf("wrote %s\n", a.out.c_str());
+  }
+  // A sweep with failed rows is a failed run, also for scripts: the JSON above keeps the rows.
+  size_t failed = 0;
+  for (const auto& r : results) failed += r.contains("error") ? 1 : 0;
+  if (failed > 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "gdn bench: %zu of %zu results failed (their rows carry \"error\")\n",
+                 failed, results.size());
+    throw CLI::RuntimeError(kRowsFailed);
   }
 }
 
@@ -274,7 +288,9 @@ void run(BenchArgs a) {
 
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "Benchmark the gated-delta-rule kernels (seed schema)");
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Benchmark the gated-delta-rule kernels (seed schema); exit status 2 when a result failed");
   cmd->add_option("--impls", a->impls, gdr::implementation_names())
       ->delimiter(',')
       ->capture_default_str();

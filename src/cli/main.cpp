@@ -1,22 +1,34 @@
 // `gdn`: subcommands by name (`gdn --help`, `gdn SUBCOMMAND --help`). A gdn::Error from any
-// command prints its message and exits with status 1; under mpirun the error names the rank
-// and ends every rank of the job (MPI_Abort), so none waits for it forever.
+// command prints its message and exits with status 1; running out of host memory
+// (std::bad_alloc) says so, with the command that was running, and also exits with 1. A command
+// whose result is a failure exits with its own status (profile-memory over budget, bench with
+// failed rows: 2; gradcheck failures: 1). Under mpirun an error names the rank and ends every
+// rank of the job (MPI_Abort), so none waits for it forever.
 #include <cstdio>
+#include <new>
+#include <string>
 
 #include "src/cli/commands.h"
 #include "src/core/error.h"
 #include "src/dist/communicator.h"
 
 namespace {
-int fail(const char* what) {
+int fail(const std::string& what) {
   const gdn::dist::LaunchInfo li = gdn::dist::launch_info();
   if (li.world_size > 1) {
-    std::fprintf(stderr, "gdn: error on rank %d of %d: %s\n", li.rank, li.world_size, what);
+    std::fprintf(stderr, "gdn: error on rank %d of %d: %s\n", li.rank, li.world_size, what.c_str());
     gdn::dist::abort_job(1);
   } else {
-    std::fprintf(stderr, "gdn: error: %s\n", what);
+    std::fprintf(stderr, "gdn: error: %s\n", what.c_str());
   }
   return 1;
+}
+
+// "gdn train configs/x.yaml --set train.batch_size=1000000000": what was running.
+std::string command_line(int argc, char** argv) {
+  std::string s = "gdn";
+  for (int i = 1; i < argc; ++i) s += std::string(" ") + argv[i];
+  return s;
 }
 }  // namespace
 
@@ -37,8 +49,16 @@ int main(int argc, char** argv) {
   gdn::cli::add_plot_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit status (a result, not an error)
+    gdn::dist::finalize();
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory (std::bad_alloc) while running `" + command_line(argc, argv) +
+                "`: something asked for more host memory than this machine could give. Check "
+                "the sizes in the config (`gdn profile-memory CONFIG.yaml` shows one training "
+                "step's memory without allocating it)");
   } catch (const std::exception& e) {  // gdn::Error and the rest
     return fail(e.what());
   }

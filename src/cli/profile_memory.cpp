@@ -1,16 +1,22 @@
 // `gdn profile-memory CONFIG.yaml [--seq N] [--batch B] [--device meta|cpu|cuda]
 // [--world-size N] [--budget 24GiB] [--allowance 1GiB] [--json FILE] [--set k=v]`: the memory
 // of one training step (of one rank of N), by category, phase, block and op kind; with a
-// budget, whether it fits and what would.
+// budget, whether it fits and what would. Exit status: 0 when it fits (or no budget was given),
+// 2 when it does not fit the budget (the settings that would, or "nothing fits", are listed and
+// the JSON is still written), 1 on an error.
 #include <cstdio>
 #include <fstream>
 
 #include "src/cli/commands.h"
 #include "src/train/memory_profile.h"
+#include "src/train/size_check.h"
 
 namespace gdn::cli {
 
 namespace {
+
+// The exit status of a profile that does not fit its budget (1 is an error).
+constexpr int kDoesNotFit = 2;
 
 struct ProfileArgs {
   std::string config, device = "meta", budget, allowance = "1GiB", json;
@@ -20,42 +26,58 @@ struct ProfileArgs {
 };
 
 void run(const ProfileArgs& a) {
+  // Sizes are read first, so a unit mistake fails before any work.
+  const int64_t budget = a.budget.empty() ? 0 : train::parse_bytes(a.budget, "--budget");
+  const int64_t allowance = train::parse_bytes(a.allowance, "--allowance");
   train::RunConfig cfg = train::load_run_config(a.config, a.sets);
   const int64_t seq = a.seq > 0 ? a.seq : cfg.data.seq_len;
   const int64_t batch = a.batch > 0 ? a.batch : cfg.train.batch_size;
+  train::check_kernel_limits(cfg);
+  // Meta allocates nothing, but 1e8 blocks of module objects would still fill the host.
+  train::check_profilable(cfg, batch, seq, a.world_size);
+  const Device dev = parse_device(a.device);
+  if (!dev.is_meta()) {
+    // A real device allocates what it profiles: refuse what cannot fit there first.
+    train::RunConfig run = cfg;
+    run.train.batch_size = batch;
+    run.data.seq_len = seq;
+    train::check_run_fits(run, dev, a.world_size);
+  }
   train::MemoryProfile p = train::profile_training_step(cfg, a.device, batch, seq, a.world_size);
-  if (!a.budget.empty()) {
-    p.budget_bytes = train::parse_bytes(a.budget);
-    p.allowance_bytes = train::parse_bytes(a.allowance);
+  if (budget > 0) {
+    p.budget_bytes = budget;
+    p.allowance_bytes = allowance;
   }
   std::fputs(train::profile_table(p).c_str(), stdout);
   nlohmann::json j = train::profile_json(p);
-  if (!a.budget.empty() && !p.fits()) {
+  const bool fits = budget == 0 || p.fits();
+  if (!fits) {
     auto sugg =
         train::suggest_fits(cfg, batch, seq, p.budget_bytes, p.allowance_bytes, a.world_size);
     nlohmann::json js = nlohmann::json::array();
-    std::printf("settings that would fit (predicted on meta):\n");
-    for (const auto& s : sugg) {
+    for (const auto& s : sugg)
       js.push_back({{"settings", s.settings}, {"peak_bytes", s.peak_bytes}, {"fits", s.fits}});
-      if (s.fits)
-        std::printf("  %-64s peak %s\n", s.settings.c_str(), format_bytes(s.peak_bytes).c_str());
-    }
+    std::fputs(train::fit_report(sugg, p).c_str(), stdout);
     j["suggestions"] = js;
   }
   if (!a.json.empty()) {
     std::ofstream f(a.json);
-    GDN_CHECK(f, "cannot write ", a.json);
+    GDN_CHECK(f, "--json: cannot write '", a.json, "'");
     f << j.dump(2) << "\n";
+    GDN_CHECK(f.good(), "--json: error writing '", a.json, "'");
   }
+  std::fflush(stdout);
+  if (!fits) throw CLI::RuntimeError(kDoesNotFit);
 }
 
 }  // namespace
 
 void add_profile_memory_command(CLI::App& app) {
   auto a = std::make_shared<ProfileArgs>();
-  auto* cmd =
-      app.add_subcommand("profile-memory", "Memory of one training step (fwd, bwd, optimizer)");
-  cmd->add_option("config", a->config, "YAML config (a model: section is enough)")->required();
+  auto* cmd = app.add_subcommand(
+      "profile-memory",
+      "Memory of one training step (fwd, bwd, optimizer); exit status 2 when over --budget");
+  cmd->add_option("config", a->config, "YAML config (the model's sizes are enough)")->required();
   cmd->add_option("--seq", a->seq, "sequence length (default data.seq_len)");
   cmd->add_option("--batch", a->batch, "batch size (default train.batch_size)");
   cmd->add_option("--world-size", a->world_size,
@@ -64,9 +86,12 @@ void add_profile_memory_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "meta (no memory needed), cpu or cuda")
       ->capture_default_str();
-  cmd->add_option("--budget", a->budget, "memory budget, e.g. 24GiB: says whether it fits");
+  cmd->add_option("--budget", a->budget,
+                  "memory budget with a unit (B, KB, KiB, MB, MiB, GB, GiB, TB, TiB), e.g. 24GiB: "
+                  "says whether it fits; exit status 2 when it does not");
   cmd->add_option("--allowance", a->allowance,
-                  "added to the peak for the budget: CUDA context and cuBLAS/cuDNN workspaces")
+                  "added to the peak for the budget: CUDA context and cuBLAS/cuDNN workspaces "
+                  "(a size with a unit)")
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the profile as JSON");
   cmd->add_option("--set", a->sets, "override a config key (repeatable)")->expected(1)->take_all();

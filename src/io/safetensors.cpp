@@ -1,11 +1,14 @@
 // safetensors reader and writer.
 #include "src/io/safetensors.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/io/file_check.h"
 #include "src/ops/ops.h"
 
 namespace gdn::io {
@@ -81,8 +84,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 NamedTensors load_safetensors(const std::string& path,
                               std::map<std::string, std::string>* metadata) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  GDN_CHECK(f, "cannot open '", path, "'");
+  std::ifstream f = open_for_reading(path, "safetensors file");
+  f.seekg(0, std::ios::end);
   const uint64_t file_size = uint64_t(f.tellg());
   f.seekg(0);
   GDN_CHECK(file_size >= 8, path, ": truncated (", file_size,
@@ -95,6 +98,7 @@ NamedTensors load_safetensors(const std::string& path,
             file_size, " bytes): truncated or not a safetensors file");
   std::string hs(n, '\0');
   f.read(hs.data(), std::streamsize(n));
+  GDN_CHECK(f.good(), path, ": read error in the JSON header (offset 8, ", n, " bytes)");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(hs);
@@ -112,6 +116,7 @@ NamedTensors load_safetensors(const std::string& path,
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
+      GDN_CHECK(it->is_object(), path, ": __metadata__ is not a JSON object but ", it->dump());
       if (metadata)
         for (auto m = it->begin(); m != it->end(); ++m)
           (*metadata)[m.key()] = m->is_string() ? m->get<std::string>() : m->dump();
@@ -120,22 +125,70 @@ NamedTensors load_safetensors(const std::string& path,
     Entry e;
     e.name = it.key();
     const auto& v = it.value();
+    const std::string where = path + ": tensor '" + e.name + "'";
     GDN_CHECK(
         v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
-        path, ": tensor '", e.name, "' lacks dtype, shape or data_offsets");
-    GDN_CHECK(parse_st_dtype(v["dtype"].get<std::string>(), &e.dtype), path, ": tensor '", e.name,
-              "' has unsupported dtype ", v["dtype"].dump());
-    e.shape = v["shape"].get<Shape>();
-    e.begin = v["data_offsets"][0].get<uint64_t>();
-    e.end = v["data_offsets"][1].get<uint64_t>();
-    const uint64_t want = uint64_t(shape_numel(e.shape)) * dtype_size(e.dtype);
-    GDN_CHECK(e.end >= e.begin && e.end - e.begin == want, path, ": tensor '", e.name, "' ",
-              shape_str(e.shape), " ", v["dtype"].get<std::string>(), " needs ", want,
-              " bytes but data_offsets are [", e.begin, ", ", e.end, ")");
-    GDN_CHECK(e.end <= data_size, path, ": tensor '", e.name, "' ends at file offset ",
-              data_start + e.end, " beyond the end of the file (", file_size, " bytes): truncated");
+        where, " lacks dtype, shape or data_offsets");
+    // Every field's type is checked here, so no nlohmann type_error (with no file) escapes.
+    GDN_CHECK(v["dtype"].is_string() && parse_st_dtype(v["dtype"].get<std::string>(), &e.dtype),
+              where, " has unsupported dtype ", v["dtype"].dump(),
+              " (expected F32, F64, BF16, F16, I32 or I64)");
+    const auto& shape = v["shape"];
+    GDN_CHECK(shape.is_array(), where, ": shape must be a list of sizes, got ", shape.dump());
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const auto& d : shape) {
+      GDN_CHECK(d.is_number_unsigned(), where, ": shape ", shape.dump(),
+                " must hold non-negative integers");
+      const uint64_t x = d.get<uint64_t>();
+      GDN_CHECK(x <= uint64_t(INT64_MAX), where, ": size ", x, " in shape ", shape.dump(),
+                " is out of range");
+      if (x != 0 && numel > UINT64_MAX / x) overflow = true;
+      numel *= x;
+      e.shape.push_back(int64_t(x));
+    }
+    const auto& off = v["data_offsets"];
+    GDN_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
+                  off[1].is_number_unsigned(),
+              where, ": data_offsets must be [begin, end] (two non-negative integers), got ",
+              off.dump());
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    const uint64_t esize = uint64_t(dtype_size(e.dtype));
+    overflow = overflow || (numel != 0 && numel > UINT64_MAX / esize);
+    GDN_CHECK(!overflow, where, ": shape ", shape.dump(), " is too large");
+    const uint64_t want = numel * esize;
+    GDN_CHECK(e.end >= e.begin, where, ": data_offsets [", e.begin, ", ", e.end,
+              ") are out of order (end before begin)");
+    GDN_CHECK(e.end - e.begin == want, where, " ", shape_str(e.shape), " ",
+              v["dtype"].get<std::string>(), " needs ", want, " bytes but data_offsets are [",
+              e.begin, ", ", e.end, ") (", e.end - e.begin, " bytes)");
+    GDN_CHECK(e.end <= data_size, where, " ends at file offset ", data_start + e.end,
+              " beyond the end of the file (", file_size, " bytes): truncated");
     entries.push_back(e);
   }
+  // The tensors must tile the data exactly, as the reference reader requires: sorted by offset,
+  // each begins where the one before ends, and the last ends at the end of the file. An overlap
+  // would hand one tensor another's bytes.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t at = 0;
+  const Entry* prev = nullptr;
+  for (const Entry* e : order) {
+    GDN_CHECK(e->begin >= at, path, ": tensor '", e->name, "' data_offsets [", e->begin, ", ",
+              e->end, ") overlap tensor '", prev ? prev->name : "", "' [", prev ? prev->begin : 0,
+              ", ", at, ")");
+    GDN_CHECK(e->begin == at, path, ": ", e->begin - at, " bytes of the data at [", at, ", ",
+              e->begin, ") belong to no tensor (a gap before tensor '", e->name, "')");
+    at = e->end;
+    prev = e;
+  }
+  GDN_CHECK(at == data_size, path, ": ", data_size - at, " bytes after the last tensor",
+            prev ? " '" + prev->name + "'" : std::string(), " (data ends at ", at, ", the file at ",
+            data_size, ") belong to no tensor");
   NamedTensors out;
   for (const Entry& e : entries) {
     Tensor t = ops::empty(e.shape, e.dtype, Device::cpu());

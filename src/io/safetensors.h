@@ -20,8 +20,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {},
                       std::optional<DType> as = std::nullopt);
 
-// Reads every tensor to the CPU, validating the header (size, JSON, dtypes, shapes, offsets in
-// bounds and exactly covering the data). Errors name the file, the tensor and the offset.
+// Reads every tensor to the CPU, validating the header (size, JSON, the type of every field,
+// dtypes, shapes matching the byte counts, offsets in order, in bounds, and tiling the data
+// exactly: no overlap, no gap, nothing after the last). Errors name the file, the tensor and the
+// offset; a directory or missing file is refused naming the path.
 NamedTensors load_safetensors(const std::string& path,
                               std::map<std::string, std::string>* metadata = nullptr);
 

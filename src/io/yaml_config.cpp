@@ -2,8 +2,13 @@
 #include "src/io/yaml_config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <type_traits>
 
 #include "src/core/error.h"
+#include "src/io/file_check.h"
 
 namespace gdn::io {
 
@@ -27,6 +32,23 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// An integer written as a float ("1e9", "2.0e3") when it is exactly one and in range.
+template <typename T>
+bool integral_float(const YAML::Node& n, T* out) {
+  double d = 0;
+  try {
+    d = n.as<double>();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+  // 2^63 itself is out of int64's range, hence < rather than <=.
+  if (!std::isfinite(d) || d != std::floor(d) || d < double(std::numeric_limits<T>::min()) ||
+      d >= -double(std::numeric_limits<T>::min()))
+    return false;
+  *out = T(d);
+  return true;
+}
+
 template <typename T>
 T scalar_as(const YAML::Node& n, const std::string& path, const std::string& where,
             const char* type) {
@@ -35,6 +57,10 @@ T scalar_as(const YAML::Node& n, const std::string& path, const std::string& whe
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      T v{};
+      if (integral_float(n, &v)) return v;
+    }
     GDN_FAIL(where, ": ", path, " must be ", type, ", got '", n.Scalar(), "'");
   }
 }
@@ -129,13 +155,18 @@ void ConfigBinder::bind_choice(const std::string& path, const std::string& choic
 }
 
 void ConfigBinder::check_mapping(const YAML::Node& node, const std::string& prefix,
-                                 const std::string& source) const {
+                                 const std::string& source, const Origins& from_set) const {
   for (auto it = node.begin(); it != node.end(); ++it) {
+    GDN_CHECK(it->first.IsScalar(), where_of(it->first, source), ": a key under '",
+              prefix.empty() ? "the top level" : prefix, "' is not a name");
     const std::string key = it->first.as<std::string>();
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     auto f = fields_.find(path);
     if (f != fields_.end()) {
-      f->second.set(it->second, where_of(it->first, source));
+      // A value from --set is blamed on the --set, never on the line of the key it replaced.
+      auto o = from_set.find(path);
+      f->second.set(it->second, o != from_set.end() ? "'" + o->second + "' (from --set)"
+                                                    : where_of(it->first, source));
       continue;
     }
     // A section: some bound path lies under it.
@@ -143,28 +174,77 @@ void ConfigBinder::check_mapping(const YAML::Node& node, const std::string& pref
     if (lo != fields_.end() && lo->first.rfind(path + ".", 0) == 0) {
       GDN_CHECK(it->second.IsMap() || it->second.IsNull(), where_of(it->first, source), ": ", path,
                 " must be a mapping (a section)");
-      if (it->second.IsMap()) check_mapping(it->second, path, source);
+      if (it->second.IsMap()) check_mapping(it->second, path, source, from_set);
       continue;
     }
-    // Unknown: suggest the closest sibling.
+    // Unknown: suggest the closest sibling (a key or a section).
     std::string best;
     size_t best_d = 4;
-    for (const auto& [p, fld] : fields_) {
-      const std::string parent = p.substr(0, p.rfind('.') == std::string::npos ? 0 : p.rfind('.'));
-      if (parent != prefix) continue;
-      const std::string leaf = p.substr(parent.empty() ? 0 : parent.size() + 1);
+    for (const std::string& child : children_of(prefix)) {
+      const std::string leaf = child.substr(prefix.empty() ? 0 : prefix.size() + 1);
       size_t d = edit_distance(key, leaf);
-      if (d < best_d) best_d = d, best = p;
+      if (d < best_d) best_d = d, best = child;
     }
     GDN_FAIL(where_of(it->first, source), ": unknown key '", path, "'",
              best.empty() ? std::string() : " (did you mean '" + best + "'?)");
   }
 }
 
-void ConfigBinder::apply(const YAML::Node& root, const std::string& source) const {
+std::set<std::string> ConfigBinder::children_of(const std::string& prefix) const {
+  std::set<std::string> out;
+  const std::string lead = prefix.empty() ? "" : prefix + ".";
+  for (const auto& [p, fld] : fields_) {
+    if (p.rfind(lead, 0) != 0) continue;
+    const size_t dot = p.find('.', lead.size());
+    out.insert(dot == std::string::npos ? p : p.substr(0, dot));
+  }
+  return out;
+}
+
+std::string ConfigBinder::suggest(const std::string& path) const {
+  // The nearest full path ("trian.steps" -> "train.steps") ...
+  std::string best;
+  size_t best_d = 4;
+  for (const auto& [p, fld] : fields_) {
+    const size_t d = edit_distance(path, p);
+    if (d < best_d) best_d = d, best = p;
+  }
+  if (!best.empty()) return best;
+  // ... else the nearest leaf in any section ("steps" or "train.stpes" -> "train.steps").
+  best_d = 3;
+  const std::string leaf = leaf_of(path);
+  for (const auto& [p, fld] : fields_) {
+    const size_t d = edit_distance(leaf, leaf_of(p));
+    if (d < best_d) best_d = d, best = p;
+  }
+  return best;
+}
+
+void ConfigBinder::check_set_key(const std::string& assignment) const {
+  const size_t eq = assignment.find('=');
+  GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment,
+            "': expected section.key=value (e.g. --set train.steps=100)");
+  const std::string path = assignment.substr(0, eq);
+  if (has(path)) return;
+  const std::string best = suggest(path);
+  GDN_FAIL("--set ", assignment, ": unknown key '", path, "'",
+           best.empty() ? std::string() : " (did you mean '" + best + "'?)");
+}
+
+void ConfigBinder::apply(const YAML::Node& root, const std::string& source,
+                         const Origins& from_set) const {
   if (!root || root.IsNull()) return;
-  GDN_CHECK(root.IsMap(), source, ": the config must be a mapping of sections");
-  check_mapping(root, "", source);
+  GDN_CHECK(root.IsMap(), source, ": the config must be a mapping of sections (model:, data:, ",
+            "train:, dist:), not a ", root.IsSequence() ? "list" : "single value");
+  check_mapping(root, "", source, from_set);
+}
+
+bool sets_any_value(const YAML::Node& node) {
+  if (!node || node.IsNull()) return false;
+  if (node.IsScalar() || node.IsSequence()) return true;
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (sets_any_value(it->second)) return true;
+  return false;
 }
 
 YAML::Node ConfigBinder::dump() const {
@@ -176,10 +256,10 @@ YAML::Node ConfigBinder::dump() const {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
+  // A directory or an unreadable file is named here, not as a stream error while parsing.
+  const std::string text = read_file(path, "config");
   try {
-    return YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    GDN_FAIL("cannot read config '", path, "'");
+    return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     GDN_FAIL(path, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
   }
@@ -187,7 +267,8 @@ YAML::Node load_yaml_file(const std::string& path) {
 
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
-  GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected key.path=value");
+  GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment,
+            "': expected section.key=value (e.g. --set train.steps=100)");
   const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
   if (!root || !root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
   YAML::Node node = mapping_at(root, path);
@@ -197,7 +278,8 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   } catch (const YAML::Exception&) {
     parsed = YAML::Node(value);
   }
-  // Rebuild without source marks, so errors say "(from --set)" rather than a line.
+  // Rebuild without source marks, so errors say "(from --set)" rather than a line (also when
+  // the binder is not told which keys came from --set).
   std::function<YAML::Node(const YAML::Node&)> fresh = [&](const YAML::Node& n) -> YAML::Node {
     if (n.IsSequence()) {
       YAML::Node seq(YAML::NodeType::Sequence);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,17 @@ class ConfigBinder {
         [p, table] { return std::string(table.name(*p)); });
   }
 
+  // Paths whose value came from `--set`, with the assignment ("train.steps" -> "train.steps=abc"):
+  // errors in them name the --set instead of the file.
+  using Origins = std::map<std::string, std::string>;
   // Binds every key of `root`; `source` names the file in errors.
-  void apply(const YAML::Node& root, const std::string& source) const;
+  void apply(const YAML::Node& root, const std::string& source, const Origins& from_set = {}) const;
+  // Throws naming the --set when "a.b=value" is malformed or names no bound key (with the
+  // nearest key as a "did you mean").
+  void check_set_key(const std::string& assignment) const;
+  // The bound path nearest to `path` (a near miss of the whole path, or of its last part in any
+  // section); empty when none is close.
+  std::string suggest(const std::string& path) const;
   // The document of all bound fields with their current values (the resolved config).
   YAML::Node dump() const;
   bool has(const std::string& path) const { return fields_.count(path) > 0; }
@@ -54,13 +64,19 @@ class ConfigBinder {
   };
   void bind_choice(const std::string& path, const std::string& choices,
                    std::function<bool(const std::string&)> set, std::function<std::string()> get);
-  void check_mapping(const YAML::Node& node, const std::string& prefix,
-                     const std::string& source) const;
+  void check_mapping(const YAML::Node& node, const std::string& prefix, const std::string& source,
+                     const Origins& from_set) const;
+  // The keys and sections directly under `prefix` ("" = the top level), as full paths.
+  std::set<std::string> children_of(const std::string& prefix) const;
   std::map<std::string, Field> fields_;
 };
 
-// Loads a YAML file (parse errors name the file and line).
+// Loads a YAML file (parse errors name the file and line; a directory or unreadable path is
+// refused naming it).
 YAML::Node load_yaml_file(const std::string& path);
+// Whether the document gives any value at all (false for an empty or comment-only file, or one
+// with only empty sections).
+bool sets_any_value(const YAML::Node& root);
 // Applies "a.b.c=value" to the document (value parsed as YAML: numbers, booleans, lists).
 void apply_override(YAML::Node& root, const std::string& assignment);
 

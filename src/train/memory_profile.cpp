@@ -16,6 +16,7 @@
 #include "src/dist/grad_reducer.h"
 #include "src/dist/zero.h"
 #include "src/ops/ops.h"
+#include "src/train/size_check.h"
 
 namespace gdn::train {
 
@@ -85,32 +86,42 @@ void add_saved_activations(const Tensor& loss, MemoryProfile& prof) {
   }
 }
 
-int64_t parse_bytes(const std::string& s) {
+int64_t parse_bytes(const std::string& s, const std::string& what) {
+  static const std::vector<std::pair<std::string, double>> units = {{"B", 1},
+                                                                    {"KB", 1e3},
+                                                                    {"KiB", 1024.0},
+                                                                    {"MB", 1e6},
+                                                                    {"MiB", 1048576.0},
+                                                                    {"GB", 1e9},
+                                                                    {"GiB", 1073741824.0},
+                                                                    {"TB", 1e12},
+                                                                    {"TiB", 1099511627776.0}};
+  const char* kUnits = "B, KB, KiB, MB, MiB, GB, GiB, TB or TiB";
   size_t pos = 0;
   double v = 0;
   try {
     v = std::stod(s, &pos);
   } catch (const std::exception&) {
-    GDN_FAIL("cannot read '", s, "' as a size (e.g. 24GiB, 512MiB, 1e9)");
+    GDN_FAIL(what, " '", s, "' is not a size (a number and a unit: 24GiB, 512MiB, 1.5TB; units ",
+             kUnits, ")");
   }
   std::string unit = s.substr(pos);
   while (!unit.empty() && unit[0] == ' ') unit.erase(0, 1);
-  static const std::vector<std::pair<std::string, double>> units = {{"", 1},
-                                                                    {"B", 1},
-                                                                    {"KiB", 1024.0},
-                                                                    {"MiB", 1048576.0},
-                                                                    {"GiB", 1073741824.0},
-                                                                    {"TiB", 1099511627776.0},
-                                                                    {"KB", 1e3},
-                                                                    {"MB", 1e6},
-                                                                    {"GB", 1e9},
-                                                                    {"TB", 1e12},
-                                                                    {"K", 1024.0},
-                                                                    {"M", 1048576.0},
-                                                                    {"G", 1073741824.0}};
-  for (const auto& [u, m] : units)
-    if (unit == u) return int64_t(std::llround(v * m));
-  GDN_FAIL("unknown size unit '", unit, "' in '", s, "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  // A bare number would silently be bytes ("--budget 24" = 24 bytes): always ask for the unit.
+  GDN_CHECK(!unit.empty(), what, " '", s, "' has no unit: write ", s, "GiB or ", s, "GB (units ",
+            kUnits, ")");
+  GDN_CHECK(std::isfinite(v) && v >= 0, what, " '", s, "' must be a non-negative size");
+  auto lower = [](std::string x) {
+    for (char& c : x) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return x;
+  };
+  for (const auto& [u, m] : units) {
+    // Any case ("gib", "gb"): memory sizes are never given in bits.
+    if (lower(unit) != lower(u)) continue;
+    GDN_CHECK(v * m < 9.2e18, what, " '", s, "' is too large");
+    return int64_t(std::llround(v * m));
+  }
+  GDN_FAIL(what, ": unknown size unit '", unit, "' in '", s, "' (use ", kUnits, ")");
 }
 
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device_name,
@@ -295,11 +306,17 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
       if (b == batch && v.dtype == cfg.train.dtype && v.ckpt == cfg.train.checkpointing) continue;
       const std::string settings =
           str_cat("train.dtype=", dtype_name(v.dtype), " train.checkpointing=", enum_name(v.ckpt),
-                  " batch=", b);
+                  " train.batch_size=", b);
       if (!tried.insert(settings).second) continue;
       RunConfig c = cfg;
       c.train.dtype = v.dtype;
       c.train.checkpointing = v.ckpt;
+      // A batch whose lower bound alone is over budget is not profiled (from a batch of 1e9 the
+      // halvings are many, and profiling one is slow); batch 1 always is, so the list is never
+      // empty.
+      if (b > 1 && estimate_step_size(c, b, seq, world_size).device_bytes() + double(allowance) >
+                       double(budget))
+        continue;
       MemoryProfile p = profile_training_step(c, "meta", b, seq, world_size);
       FitSuggestion s;
       s.settings = settings;
@@ -312,6 +329,33 @@ std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int
     if (any) break;  // the largest batch with a fitting setting
   }
   return out;
+}
+
+std::string fit_report(const std::vector<FitSuggestion>& suggestions,
+                       const MemoryProfile& current) {
+  const int64_t budget = current.budget_bytes, allowance = current.allowance_bytes;
+  std::string out;
+  // The configured setting counts for "how close the best came" too.
+  FitSuggestion given;
+  given.settings =
+      str_cat("as configured: train.dtype=", current.dtype,
+              " train.checkpointing=", current.checkpointing, " train.batch_size=", current.batch);
+  given.peak_bytes = current.peak_bytes;
+  const FitSuggestion* smallest = &given;
+  for (const auto& s : suggestions) {
+    if (s.fits)
+      out += str_cat("  ", s.settings,
+                     std::string(s.settings.size() < 64 ? 64 - s.settings.size() : 1, ' '),
+                     " peak ", format_bytes(s.peak_bytes), "\n");
+    if (s.peak_bytes < smallest->peak_bytes) smallest = &s;
+  }
+  if (!out.empty()) return "settings that would fit (predicted on meta):\n" + out;
+  // An empty list would read as "no advice": say plainly that nothing tried fits, and how close
+  // the best came.
+  return str_cat("nothing fits within ", format_bytes(budget), ": the smallest predicted peak is ",
+                 format_bytes(smallest->peak_bytes), " + allowance ", format_bytes(allowance),
+                 " = ", format_bytes(smallest->peak_bytes + allowance), " (", smallest->settings,
+                 ")\n");
 }
 
 }  // namespace gdn::train

@@ -52,18 +52,27 @@ std::string profile_table(const MemoryProfile& p);
 
 // Settings that would fit `budget` (allowance included), each with its predicted peak (meta).
 struct FitSuggestion {
-  std::string settings;  // e.g. "train.dtype=bfloat16 train.checkpointing=block batch=4"
+  std::string settings;  // "train.dtype=bfloat16 train.checkpointing=block train.batch_size=4"
   int64_t peak_bytes = 0;
   bool fits = false;
 };
+// Tries bf16 and checkpointing at the batch and at halved batches down to 1 (the sequence is
+// kept), stopping at the largest batch where something fits; every setting profiled is returned
+// (batches whose formula lower bound is already over budget are skipped, batch 1 never).
 std::vector<FitSuggestion> suggest_fits(const RunConfig& cfg, int64_t batch, int64_t seq,
                                         int64_t budget, int64_t allowance, int world_size = 1);
+// The report of suggest_fits against `current` (the profile with its budget and allowance):
+// "settings that would fit" with one line each, or, when none does, "nothing fits within
+// BUDGET: the smallest predicted peak is X + allowance Y = Z (settings)", the configured
+// setting included.
+std::string fit_report(const std::vector<FitSuggestion>& suggestions, const MemoryProfile& current);
 
 // Adds the saved activations of the graph behind `loss` (each storage once) to prof's totals,
 // per block and per op kind.
 void add_saved_activations(const Tensor& loss, MemoryProfile& prof);
 
-// "24GiB", "24GB", "512MiB", "1e9" -> bytes.
-int64_t parse_bytes(const std::string& s);
+// "24GiB", "24GB", "512MiB", "1.5 TB", "1e9B" -> bytes. The unit is required (B, KB, KiB, MB,
+// MiB, GB, GiB, TB, TiB; any case): errors name `what` (e.g. "--budget").
+int64_t parse_bytes(const std::string& s, const std::string& what = "size");
 
 }  // namespace gdn::train

@@ -8,6 +8,15 @@
 
 namespace gdn::train {
 
+const char* const kMinimalConfig =
+    "model:\n"
+    "  hidden_size: 256\n"
+    "  num_hidden_layers: 4\n"
+    "  num_heads: 4\n"
+    "  head_dim: 64\n"
+    "  expand_v: 1.0\n"
+    "  vocab_size: 256\n";
+
 namespace {
 
 void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
@@ -88,16 +97,23 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
 
 RunConfig bind_document(YAML::Node root, const std::string& source,
                         const std::vector<std::string>& overrides) {
+  // fla's model defaults are a 1.3B model whose value heads (512) no kernel runs: a config that
+  // sets nothing is a mistake (a wrong file, an empty template), not a request for them.
+  GDN_CHECK(io::sets_any_value(root) || !overrides.empty(), source,
+            ": the config sets no key (it is empty or only comments). Start from "
+            "configs/default.yaml, or give at least the model's sizes, e.g.\n",
+            kMinimalConfig);
   RunConfig c;
   c.source = source;
   io::ConfigBinder b;
   bind_all(b, c);
+  io::ConfigBinder::Origins from_set;
   for (const auto& o : overrides) {
-    const std::string key = o.substr(0, o.find('='));
-    GDN_CHECK(b.has(key), "--set ", o, ": unknown key '", key, "'");
+    b.check_set_key(o);
     io::apply_override(root, o);
+    from_set[o.substr(0, o.find('='))] = o;
   }
-  b.apply(root, source);
+  b.apply(root, source, from_set);
   c.validate();
   return c;
 }

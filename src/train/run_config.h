@@ -1,7 +1,7 @@
 // The run configuration: YAML sections `model` (fla's GatedDeltaNetConfig names), `data`,
-// `train`, `dist`, each key with a default, so a file holding only `model:` is complete.
-// Unknown keys and wrong types are errors naming the key, file and line; `--set a.b=v`
-// overrides any key.
+// `train`, `dist`, each key with a default, so a file holding only the model's sizes is complete
+// (one that sets no key at all is refused). Unknown keys and wrong types are errors naming the
+// key, file and line; `--set a.b=v` overrides any key, and its errors name the --set.
 #pragma once
 #include <string>
 #include <vector>
@@ -96,7 +96,13 @@ struct RunConfig {
   std::string to_yaml() const;  // the resolved config
 };
 
-// Loads `path` and applies the overrides ("train.steps=100"); validates.
+// The smallest useful config (a 3.2M-parameter byte-level model on the default corpus): shown
+// when a config sets no key at all, which is refused.
+extern const char* const kMinimalConfig;
+
+// Loads `path` and applies the overrides ("train.steps=100"); validates. A config that sets no
+// key (empty or comment-only, and no --set) is refused; errors name the file and line, or the
+// --set ("'train.steps=abc' (from --set): ..."), and unknown --set keys get a "did you mean".
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // Same from YAML text (tests).
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
