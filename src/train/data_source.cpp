@@ -137,6 +137,8 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
                       : 0;
   po.out_dir = dir;
   po.val_fraction = cfg.data.val_fraction;
+  po.text_field = cfg.data.text_field;
+  po.skip_bad_lines = cfg.data.skip_bad_lines;
   po.seed = uint64_t(cfg.train.seed);
   std::fprintf(stderr, "gdn: preparing data into %s (%s)\n", dir.c_str(),
                po.inputs.empty() ? "default corpus" : "data.inputs");

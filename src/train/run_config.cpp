@@ -29,6 +29,7 @@ void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
   b.bind("model.conv_size", &c.conv_size);
   b.bind("model.use_short_conv", &c.use_short_conv);
   b.bind("model.use_gate", &c.use_gate);
+  b.bind_enum("model.output_gate_activation", &c.output_gate_activation);
   b.bind("model.allow_neg_eigval", &c.allow_neg_eigval);
   b.bind("model.hidden_ratio", &c.hidden_ratio);
   b.bind_nullable("model.intermediate_size", &c.intermediate_size);
@@ -57,6 +58,8 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("data.inputs", &d.inputs);
   b.bind_enum("data.tokenizer", &d.tokenizer);
   b.bind("data.vocab_size", &d.vocab_size);
+  b.bind("data.text_field", &d.text_field);
+  b.bind("data.skip_bad_lines", &d.skip_bad_lines);
   b.bind("data.val_fraction", &d.val_fraction);
   b.bind("data.seq_len", &d.seq_len);
   b.bind("data.mqar_pairs", &d.mqar_pairs);

@@ -42,6 +42,8 @@ struct DataConfig {
   std::vector<std::string> inputs;  // text files / globs, tokenized on the fly when dir is empty
   data::TokenizerKind tokenizer = data::TokenizerKind::byte;  // with inputs
   int64_t vocab_size = 0;  // sentencepiece vocabulary (0: model.vocab_size)
+  std::string text_field = "text";  // JSON Lines inputs: the field holding each document
+  bool skip_bad_lines = false;       // JSON Lines inputs: skip and count bad lines
   double val_fraction = 0.05;
   int64_t seq_len = 256;
   // MQAR: key-value pairs shown, then queried.

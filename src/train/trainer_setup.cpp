@@ -16,6 +16,7 @@
 #include "src/io/atomic_file.h"
 #include "src/train/flops.h"
 #include "src/train/model_io.h"
+#include "src/train/size_check.h"
 #include "src/train/trainer.h"
 #if defined(GDN_WITH_CUDA)
 #include "kernels/cuda/gemm.h"
@@ -68,6 +69,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
     : cfg_(std::move(cfg)), options_(std::move(options)) {
   const std::string checkpoint = resolve_run_dir();
   connect_ranks();
+  check_run_fits(cfg_, device_, world_size());  // before the data or the model allocate
   open_data();
   build_model();
   build_optimizer();
