@@ -1,7 +1,10 @@
 // The gated delta rule kernel API, shared by every implementation (CPU and CUDA).
 //
 // Layout (flash-linear-attention's, time-major, contiguous, row-major):
-//   q, k [B, T, H, K]   v, o [B, T, HV, V]   g, beta [B, T, HV]   h0, ht [B, HV, K, V]
+//   q, k [B, T, H, K]   v, o [B, T, HV, V]   g, beta [B, T, HV]   h0, ht [N, HV, K, V]
+// N = B, or with packed sequences (Problem::cu_seqlens, fla's convention: B = 1) the number of
+// sequences: sequence n is tokens [cu_seqlens[n], cu_seqlens[n + 1]) and runs from its own h0[n]
+// to its own ht[n], as if it were alone (dht, dh0 likewise).
 // HV is a multiple of H; value head i reads key head i / (HV / H).
 // Per (b, value head), with state S (K x V), scale = K^-1/2 unless given:
 //   S = S * exp(g_t);  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
@@ -14,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/enum_table.h"
 #include "kernels/numeric.h"
@@ -57,11 +61,40 @@ struct Problem {
   Residual residual = Residual::minimal;
   bool has_h0 = false;   // an initial state is given
   bool want_ht = false;  // the final state is written
+  // Packed sequences (fla's cu_seqlens, N + 1 offsets, 0 = cu[0] < cu[1] < ... < cu[N] = T,
+  // B = 1); empty: B sequences of T tokens each. Host memory: the CUDA entry points copy what
+  // their kernels need into the workspace.
+  std::vector<int64_t> cu_seqlens;
+  bool packed() const { return !cu_seqlens.empty(); }
+  // Sequences: the rows of h0, ht, dht, dh0.
+  int64_t num_seqs() const { return packed() ? int64_t(cu_seqlens.size()) - 1 : B; }
+  // Chunks of one unpacked row (T / C rounded up); with packing see Sequences.
   int64_t num_chunks() const { return (T + chunk - 1) / chunk; }
+  // Chunks of every sequence together: each sequence is chunked from its own first token, so no
+  // chunk holds two sequences (fla's chunk_indices), and a sequence of L tokens has L / C
+  // rounded up. B * num_chunks() without packing.
+  int64_t total_chunks() const;
   int64_t group() const { return HV / H; }  // value heads per key head
 };
 
-// Throws std::invalid_argument naming what is wrong (sizes, divisibility, chunk size, scale).
+// The sequences of a Problem as offsets over the B * T tokens and over all chunks.
+struct Sequences {
+  std::vector<int64_t> token;  // N + 1: sequence n is tokens [token[n], token[n + 1])
+  std::vector<int64_t> chunk;  // N + 1: its chunks are [chunk[n], chunk[n + 1])
+  int64_t count() const { return int64_t(token.size()) - 1; }
+  int64_t len(int64_t n) const { return token[n + 1] - token[n]; }
+  int64_t chunks(int64_t n) const { return chunk[n + 1] - chunk[n]; }
+  int64_t total_chunks() const { return chunk.back(); }
+};
+// Without packing: token[n] = n T, chunk[n] = n * num_chunks().
+Sequences sequences(const Problem& p);
+
+// Throws std::invalid_argument naming `cu_seqlens` and the offending entry unless `cu` is N + 1 >=
+// 2 offsets 0 = cu[0] < cu[1] < ... < cu[N] = T with B = 1.
+void validate_cu_seqlens(const std::vector<int64_t>& cu, int64_t B, int64_t T);
+
+// Throws std::invalid_argument naming what is wrong (sizes, divisibility, chunk size, scale,
+// cu_seqlens).
 void validate(const Problem& p);
 
 // Acc elements the forward saves for the backward (beyond the inputs and outputs).
@@ -77,13 +110,13 @@ struct Inputs {
   const T* v = nullptr;
   const T* g = nullptr;
   const T* beta = nullptr;       // null for ssd
-  const acc_t<T>* h0 = nullptr;  // [B, HV, K, V] when p.has_h0
+  const acc_t<T>* h0 = nullptr;  // [N, HV, K, V] when p.has_h0
 };
 
 template <typename T>
 struct ForwardOutputs {
   T* o = nullptr;                 // [B, T, HV, V]
-  acc_t<T>* ht = nullptr;         // [B, HV, K, V] when p.want_ht
+  acc_t<T>* ht = nullptr;         // [N, HV, K, V] when p.want_ht
   acc_t<T>* residual = nullptr;   // residual_elems(p)
   acc_t<T>* workspace = nullptr;  // forward_workspace_elems(p)
 };
@@ -91,7 +124,7 @@ struct ForwardOutputs {
 template <typename T>
 struct BackwardArgs {
   const T* d_o = nullptr;              // [B, T, HV, V]
-  const acc_t<T>* dht = nullptr;       // may be null (zero)
+  const acc_t<T>* dht = nullptr;       // [N, HV, K, V]; may be null (zero)
   const acc_t<T>* residual = nullptr;  // what forward saved
   acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
   T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)
@@ -99,7 +132,7 @@ struct BackwardArgs {
   T* dv = nullptr;                     // [B, T, HV, V]
   T* dg = nullptr;                     // [B, T, HV]
   T* dbeta = nullptr;                  // [B, T, HV] (unused for ssd)
-  acc_t<T>* dh0 = nullptr;             // [B, HV, K, V] when p.has_h0
+  acc_t<T>* dh0 = nullptr;             // [N, HV, K, V] when p.has_h0
 };
 
 // CPU implementations; T is float, double or bf16 (computes in acc_t<T>). The backward expects

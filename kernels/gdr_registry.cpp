@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/gdr_internal.h"
+#include "kernels/gdr_split.h"
 
 namespace gdn::gdr {
 
@@ -64,6 +65,32 @@ int64_t Implementation::residual_elems(const Problem& p) const {
   int64_t n = detail::states_elems(p);
   if (residual == Residual::full) n += detail::full_a_elems(p) + detail::full_wu_elems(p);
   return n;
+}
+
+namespace {
+// A device's workspace for p: its own size, or with packing through kernels that do not take it,
+// the largest over the sequences (they run one at a time on one workspace).
+template <class Kernels>
+int64_t workspace_of(const Kernels& k, int64_t (*size)(const Problem&, int64_t), const Problem& p,
+                     int64_t in_bytes) {
+  if (!p.packed() || k.packed) return size(p, in_bytes);
+  return detail::max_over_sequences(p, [&](const Problem& one) { return size(one, in_bytes); });
+}
+}  // namespace
+
+int64_t Implementation::cpu_forward_workspace(const Problem& p) const {
+  return workspace_of(cpu, cpu.forward_workspace, p, 0);
+}
+int64_t Implementation::cpu_backward_workspace(const Problem& p) const {
+  return workspace_of(cpu, cpu.backward_workspace, p, 0);
+}
+int64_t Implementation::cuda_forward_workspace(const Problem& p, int64_t in_bytes) const {
+  if (!cuda) throw std::invalid_argument("gdr: gdn was built without CUDA");
+  return workspace_of(*cuda, cuda->forward_workspace, p, in_bytes);
+}
+int64_t Implementation::cuda_backward_workspace(const Problem& p, int64_t in_bytes) const {
+  if (!cuda) throw std::invalid_argument("gdr: gdn was built without CUDA");
+  return workspace_of(*cuda, cuda->backward_workspace, p, in_bytes);
 }
 
 Problem Implementation::configure(Problem p) const {

@@ -43,6 +43,9 @@ struct DeviceKernels {
   std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
   int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
   int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
+  // The kernels take packed sequences (Problem::cu_seqlens) themselves; otherwise the entry
+  // points run a packed Problem one sequence at a time (kernels/gdr_split.h).
+  bool packed = false;
 
   template <typename T>
   const Pair<T>& of() const {
@@ -66,6 +69,12 @@ struct Implementation {
   int64_t residual_elems(const Problem& p) const;
   // Problem fields of this entry set on `p` (impl, residual).
   Problem configure(Problem p) const;
+  // Accumulator elements of scratch on the CPU / on CUDA (in_bytes: bytes of an input element),
+  // also for packed Problems whose kernels run them one sequence at a time.
+  int64_t cpu_forward_workspace(const Problem& p) const;
+  int64_t cpu_backward_workspace(const Problem& p) const;
+  int64_t cuda_forward_workspace(const Problem& p, int64_t in_bytes) const;
+  int64_t cuda_backward_workspace(const Problem& p, int64_t in_bytes) const;
 };
 
 // Every implementation, in a fixed order (recurrent, chunked, chunked_fat, fused, ssd).

@@ -51,16 +51,25 @@ class Carver {
   int64_t used_ = 0;
 };
 
-// The chunk-start states [B, HV, NT, K, V] that every implementation saves first in the residual.
+// The chunk-start states [B, HV, NT, K, V] that every implementation saves first in the residual
+// (packed: HV states for each of the total_chunks() chunks).
 inline int64_t states_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.K * p.V;
+  return p.HV * p.total_chunks() * p.K * p.V;
 }
 // The `full` policy of `chunked` appends A [B, HV, NT, C, C] and [W | U] [B, HV, NT, C, K + V].
 inline int64_t full_a_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * p.chunk;
+  return p.HV * p.total_chunks() * p.chunk * p.chunk;
 }
 inline int64_t full_wu_elems(const Problem& p) {
-  return p.B * p.HV * p.num_chunks() * p.chunk * (p.K + p.V);
+  return p.HV * p.total_chunks() * p.chunk * (p.K + p.V);
+}
+
+// Where the tile of chunk c of sequence n, head h of `heads`, sits in a buffer of per-chunk tiles
+// laid out [sequence][head][chunk] (sequence n's chunks start at chunk_start = Sequences::chunk[n]
+// and number chunks_n). Without packing this is [B][heads][NT]: ((n heads + h) NT + c).
+GDN_HD int64_t chunk_tile(int64_t chunk_start, int64_t chunks_n, int64_t heads, int64_t h,
+                          int64_t c) {
+  return chunk_start * heads + h * chunks_n + c;
 }
 
 // Who carves the chunked buffers: the CUDA kernels keep Vn in tiles of its own under either
@@ -94,9 +103,8 @@ struct ChunkedLayout {
   int64_t used = 0;
 
   ChunkedLayout(const Problem& pr, A* ws, A* residual, bool backward, ChunkedSide side) {
-    const int64_t C = pr.chunk, K = pr.K, V = pr.V, NT = pr.num_chunks();
-    const int64_t nk = pr.B * pr.H * NT,
-                  nv = pr.B * pr.HV * NT;  // key / value chunks
+    const int64_t C = pr.chunk, K = pr.K, V = pr.V, NC = pr.total_chunks();
+    const int64_t nk = pr.H * NC, nv = pr.HV * NC;  // key / value chunks
     const bool full = pr.residual == Residual::full;
     Carver<A*> c(ws);
     kq = c.take(nk * 2 * C * K);

@@ -13,6 +13,7 @@
 #include "kernels/cuda/gdr_cuda.h"
 #include "kernels/gdr_checks.h"
 #include "kernels/gdr_registry.h"
+#include "kernels/gdr_split.h"
 
 namespace gdn::gdr {
 
@@ -151,11 +152,11 @@ std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t in_byte
 }
 
 int64_t cuda_forward_workspace_elems(const Problem& p, int64_t in_bytes) {
-  return implementation_of(p).cuda->forward_workspace(p, in_bytes);
+  return implementation_of(p).cuda_forward_workspace(p, in_bytes);
 }
 
 int64_t cuda_backward_workspace_elems(const Problem& p, int64_t in_bytes) {
-  return implementation_of(p).cuda->backward_workspace(p, in_bytes);
+  return implementation_of(p).cuda_backward_workspace(p, in_bytes);
 }
 
 template <typename T>
@@ -166,7 +167,14 @@ void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>
   if (!p.has_h0) args.h0 = nullptr;
   ForwardOutputs<T> outs = out;
   if (!p.want_ht) outs.ht = nullptr;
-  implementation_of(p).cuda->of<T>().forward(p, args, outs, stream);
+  const Implementation& impl = implementation_of(p);
+  const auto forward = impl.cuda->of<T>().forward;
+  const auto run = [&](const Problem& q, const Inputs<T>& i, const ForwardOutputs<T>& o) {
+    forward(q, i, o, stream);
+  };
+  if (!p.packed() || impl.cuda->packed) return run(p, args, outs);
+  detail::forward_by_sequence(p, args, outs, run,
+                              [&](const Problem& one) { return impl.residual_elems(one); });
 }
 
 template <typename T>
@@ -175,7 +183,14 @@ void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
   detail::check_backward_args(p, in, args, cuda_backward_workspace_elems(p, sizeof(T)), "CUDA");
   BackwardArgs<T> a = args;
   if (!p.has_h0) a.dh0 = nullptr;
-  implementation_of(p).cuda->of<T>().backward(p, in, a, stream);
+  const Implementation& impl = implementation_of(p);
+  const auto backward = impl.cuda->of<T>().backward;
+  const auto run = [&](const Problem& q, const Inputs<T>& i, const BackwardArgs<T>& b) {
+    backward(q, i, b, stream);
+  };
+  if (!p.packed() || impl.cuda->packed) return run(p, in, a);
+  detail::backward_by_sequence(p, in, a, run,
+                               [&](const Problem& one) { return impl.residual_elems(one); });
 }
 
 template void forward_cuda<float>(const Problem&, const Inputs<float>&,

@@ -31,13 +31,13 @@ int64_t workspace_elems(const gdr::Problem& p, Device dev, DType dt, bool backwa
 #if defined(GDN_WITH_CUDA)
   if (dev.is_cuda()) {
     detail::stream_of(dev);  // the fused plan reads the current device
-    return backward ? impl.cuda->backward_workspace(p, in_bytes)
-                    : impl.cuda->forward_workspace(p, in_bytes);
+    return backward ? impl.cuda_backward_workspace(p, in_bytes)
+                    : impl.cuda_forward_workspace(p, in_bytes);
   }
 #endif
   (void)dev;
-  return backward ? impl.cpu.backward_workspace(p, in_bytes)
-                  : impl.cpu.forward_workspace(p, in_bytes);
+  (void)in_bytes;
+  return backward ? impl.cpu_backward_workspace(p) : impl.cpu_forward_workspace(p);
 }
 
 template <typename T>
@@ -64,7 +64,7 @@ class GatedDeltaRuleFn final : public autograd::Function {
     const Device dev = q.device();
     const DType ad = acc_dtype(q.dtype());
     Tensor o = empty({p_.B, p_.T, p_.HV, p_.V}, q.dtype(), dev);
-    Tensor ht = p_.want_ht ? empty({p_.B, p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
+    Tensor ht = p_.want_ht ? empty({p_.num_seqs(), p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
     Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
     {
       Tensor ws = workspace(workspace_elems(p_, dev, q.dtype(), false), ad, dev);
@@ -166,9 +166,13 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
   p.scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(double(p.K));
   p.has_h0 = h0.defined();
   p.want_ht = opt.output_final_state;
+  p.cu_seqlens = opt.cu_seqlens;
   if (h0.defined()) {
-    GDN_CHECK(h0.shape() == Shape({p.B, p.HV, p.K, p.V}), "gated_delta_rule: h0 ",
-              shape_str(h0.shape()), " must be [B, HV, K, V] = ", shape_str({p.B, p.HV, p.K, p.V}));
+    const Shape want{p.num_seqs(), p.HV, p.K, p.V};
+    GDN_CHECK(h0.shape() == want, "gated_delta_rule: h0 ", shape_str(h0.shape()), " must be ",
+              p.packed() ? "[N, HV, K, V] (N sequences in cu_seqlens) = "
+                         : "[B, HV, K, V] = ",
+              shape_str(want));
     GDN_CHECK(h0.dtype() == acc_dtype(q.dtype()), "gated_delta_rule: h0 must be ",
               dtype_name(acc_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " inputs, got ",
               dtype_name(h0.dtype()));

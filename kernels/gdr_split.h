@@ -1,0 +1,99 @@
+// Packed sequences through kernels that do not take cu_seqlens (DeviceKernels::packed false): the
+// entry points run the Problem one sequence at a time, each as an unpacked B = 1 Problem over its
+// tokens, its rows of h0/ht/dht/dh0 and its part of the residual, reusing one workspace (sized
+// for the longest). Exact, but the sequences run one after another: the kernels that take
+// cu_seqlens run them together.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/gated_delta_rule.h"
+
+namespace gdn::gdr::detail {
+
+// Sequence n of a packed Problem as a Problem of its own.
+inline Problem sequence_problem(const Problem& p, const Sequences& s, int64_t n) {
+  Problem one = p;
+  one.cu_seqlens.clear();
+  one.B = 1;
+  one.T = s.len(n);
+  return one;
+}
+
+// max over the sequences of size(sequence_problem) (a workspace reused by each in turn).
+template <class Size>
+int64_t max_over_sequences(const Problem& p, const Size& size) {
+  const Sequences s = sequences(p);
+  int64_t m = 0;
+  for (int64_t n = 0; n < s.count(); ++n) m = std::max(m, size(sequence_problem(p, s, n)));
+  return m;
+}
+
+// Offsets of sequence n in the inputs and outputs (elements), and of its residual.
+struct SequenceOffsets {
+  int64_t qk, vo, gate, state;
+};
+inline SequenceOffsets sequence_offsets(const Problem& p, const Sequences& s, int64_t n) {
+  const int64_t t = s.token[n];
+  return {t * p.H * p.K, t * p.HV * p.V, t * p.HV, n * p.HV * p.K * p.V};
+}
+
+template <typename P>
+P* shifted(P* ptr, int64_t by) {
+  return ptr ? ptr + by : nullptr;
+}
+
+template <typename T>
+Inputs<T> sequence_inputs(const Inputs<T>& in, const SequenceOffsets& o) {
+  Inputs<T> r = in;
+  r.q = shifted(in.q, o.qk);
+  r.k = shifted(in.k, o.qk);
+  r.v = shifted(in.v, o.vo);
+  r.g = shifted(in.g, o.gate);
+  r.beta = shifted(in.beta, o.gate);
+  r.h0 = shifted(in.h0, o.state);
+  return r;
+}
+
+// forward(sub, inputs, outputs) for each sequence; residual_elems(sub) sizes its residual part.
+template <typename T, class Forward, class ResidualElems>
+void forward_by_sequence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                         const Forward& forward, const ResidualElems& residual_elems) {
+  const Sequences s = sequences(p);
+  int64_t residual_at = 0;
+  for (int64_t n = 0; n < s.count(); ++n) {
+    const Problem one = sequence_problem(p, s, n);
+    const SequenceOffsets o = sequence_offsets(p, s, n);
+    ForwardOutputs<T> r = out;
+    r.o = shifted(out.o, o.vo);
+    r.ht = shifted(out.ht, o.state);
+    r.residual = shifted(out.residual, residual_at);
+    residual_at += residual_elems(one);
+    forward(one, sequence_inputs(in, o), r);
+  }
+}
+
+template <typename T, class Backward, class ResidualElems>
+void backward_by_sequence(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                          const Backward& backward, const ResidualElems& residual_elems) {
+  const Sequences s = sequences(p);
+  int64_t residual_at = 0;
+  for (int64_t n = 0; n < s.count(); ++n) {
+    const Problem one = sequence_problem(p, s, n);
+    const SequenceOffsets o = sequence_offsets(p, s, n);
+    BackwardArgs<T> a = args;
+    a.d_o = shifted(args.d_o, o.vo);
+    a.dht = shifted(args.dht, o.state);
+    a.residual = shifted(args.residual, residual_at);
+    residual_at += residual_elems(one);
+    a.dq = shifted(args.dq, o.qk);
+    a.dk = shifted(args.dk, o.qk);
+    a.dv = shifted(args.dv, o.vo);
+    a.dg = shifted(args.dg, o.gate);
+    a.dbeta = shifted(args.dbeta, o.gate);
+    a.dh0 = shifted(args.dh0, o.state);
+    backward(one, sequence_inputs(in, o), a);
+  }
+}
+
+}  // namespace gdn::gdr::detail
