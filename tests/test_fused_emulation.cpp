@@ -19,6 +19,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
+#include "tests/packed_test_util.h"
 
 namespace gdn::gdr {
 namespace {
@@ -473,6 +474,227 @@ TEST(FusedSubChunks, ThreadOrderDoesNotMatter) {
                run_fused_emulated<float>(p, c.vt, d, false, c.sub), 0);
   expect_close(run_fused_emulated<bf16>(p, c.vt, d, true, c.sub),
                run_fused_emulated<bf16>(p, c.vt, d, false, c.sub), 0);
+}
+
+// ---- packed sequences: one grid over (sequence, value head, V tile) ----------------------------
+
+struct PackedCase {
+  const char* name;
+  std::vector<int64_t> lens;
+  int64_t H, HV, K, V;
+  int chunk;
+  int64_t vt, sub;
+  Gates gates;
+};
+
+// The packed lengths in whole chunks, in sub-chunks (R = 2 and 4: the residual's states and the
+// flags at every R-th step of each sequence), with GVA and several V tiles.
+std::vector<PackedCase> packed_cases() {
+  return {
+      {"mixed_gva_c64", kMixedLens, 1, 2, 32, 48, 64, 16, 0, Gates::realistic},
+      {"mixed_c16", kMixedLens, 1, 1, 16, 32, 16, 32, 0, Gates::realistic},
+      {"mixed_c64_sub32_tiles", kMixedLens, 1, 2, 32, 32, 64, 16, 32, Gates::realistic},
+      {"short_c32_gva_tiles", kShortLens, 1, 2, 16, 32, 32, 16, 0, Gates::realistic},
+      {"short_c64_sub16_strong", kShortLens, 2, 2, 32, 32, 64, 16, 16, Gates::strong_decay},
+  };
+}
+
+// Packed = each sequence alone: against the fp64 reference within the dtype's tolerance, and bit
+// for bit against the same kernels run on each sequence unpacked (the packed grid changes where a
+// block reads and writes, never what it computes).
+template <typename T>
+void check_packed(const PackedCase& c, double tol) {
+  SCOPED_TRACE(c.name);
+  const Problem p = packed_problem(c.lens, c.H, c.HV, c.K, c.V, c.chunk, Impl::fused);
+  const Data d = make_packed_data(p, c.gates, 91 + c.chunk);
+  const Data seen = std::is_same_v<T, double> ? d : round_to<T>(d);
+  const Result got = run_fused_emulated<T>(p, c.vt, d, false, c.sub);
+  expect_close(got, reference_by_sequence(p, seen), tol);
+  const Result alone = by_sequence(p, d, [&](const Problem& one, const Data& dn) {
+    return run_fused_emulated<T>(one, c.vt, dn, false, c.sub);
+  });
+  expect_close(got, alone, 0, false, "packed vs each sequence emulated alone");
+}
+
+TEST(FusedPacked, EqualsEachSequenceAloneFp64) {
+  for (const PackedCase& c : packed_cases()) check_packed<double>(c, 1e-10);
+}
+
+// fp32 against the reference on realistic gates: under strong decay the fp32 rounding of the
+// unpacked kernels alone is 1.1e-5 in dg on these lengths, so there the packing is checked bit
+// for bit against each sequence alone (below) and in fp64.
+TEST(FusedPacked, EqualsEachSequenceAloneFp32) {
+  for (const PackedCase& c : packed_cases())
+    if (c.gates == Gates::realistic) check_packed<float>(c, 1e-5);
+}
+
+TEST(FusedPacked, EqualsEachSequenceAloneBf16TensorCores) {
+  for (const PackedCase& c : packed_cases()) check_packed<bf16>(c, 1e-2);
+}
+
+TEST(FusedPacked, StrongDecayEqualsEachSequenceEmulatedAlone) {
+  for (const PackedCase& c : packed_cases()) {
+    if (c.gates != Gates::strong_decay) continue;
+    SCOPED_TRACE(c.name);
+    const Problem p = packed_problem(c.lens, c.H, c.HV, c.K, c.V, c.chunk, Impl::fused);
+    const Data d = make_packed_data(p, c.gates, 91 + c.chunk);
+    const Result alone = by_sequence(p, d, [&](const Problem& one, const Data& dn) {
+      return run_fused_emulated<float>(one, c.vt, dn, false, c.sub);
+    });
+    expect_close(run_fused_emulated<float>(p, c.vt, d, false, c.sub), alone, 0);
+  }
+}
+
+TEST(FusedPacked, WithoutStateInputsOrOutputs) {
+  const Problem p = packed_problem(kShortLens, 1, 2, 16, 32, 16, Impl::fused, false);
+  const Data d = make_packed_data(p, Gates::realistic, 8);
+  expect_close(run_fused_emulated<double>(p, 16, d), reference_by_sequence(p, d), 1e-10);
+}
+
+TEST(FusedPacked, ThreadOrderDoesNotMatter) {
+  const PackedCase c = packed_cases()[4];
+  const Problem p = packed_problem(c.lens, c.H, c.HV, c.K, c.V, c.chunk, Impl::fused);
+  const Data d = make_packed_data(p, c.gates, 12);
+  expect_close(run_fused_emulated<float>(p, c.vt, d, true, c.sub),
+               run_fused_emulated<float>(p, c.vt, d, false, c.sub), 0);
+}
+
+TEST(FusedPacked, OneSequenceIsTheUnpackedRunBitForBit) {
+  // The table's single span gives the same tokens, states and flags the unpacked arithmetic does.
+  const Problem packed = packed_problem({100}, 1, 2, 32, 32, 32, Impl::fused);
+  Problem unpacked = packed;
+  unpacked.cu_seqlens.clear();
+  const Data d = make_packed_data(packed, Gates::realistic, 4);
+  for (int64_t sub : {0, 16}) {
+    SCOPED_TRACE(sub);
+    expect_close(run_fused_emulated<float>(packed, 16, d, false, sub),
+                 run_fused_emulated<float>(unpacked, 16, d, false, sub), 0);
+  }
+}
+
+TEST(FusedPacked, MaxHeadDimsK256V512) {
+  // fla's default GatedDeltaNetConfig (head_dim 256, expand_v 2): eight V tiles of 64, the
+  // sub-chunk of 32 the fp32 backward takes on an H200.
+  const Problem p = packed_problem(kMixedLens, 1, 1, 256, 512, 64, Impl::fused);
+  const Data d = make_packed_data(p, Gates::realistic, 256);
+  expect_close(run_fused_emulated<double>(p, 64, d), reference_by_sequence(p, d), 1e-10);
+  expect_close(run_fused_emulated<float>(p, 64, d, false, 32),
+               reference_by_sequence(p, round_to<float>(d)), 1e-5);
+  const Problem short_p = packed_problem(kShortLens, 1, 1, 256, 512, 16, Impl::fused);
+  const Data ds = make_packed_data(short_p, Gates::realistic, 257);
+  expect_close(run_fused_emulated<double>(short_p, 64, ds), reference_by_sequence(short_p, ds),
+               1e-10);
+}
+
+TEST(FusedPacked, PlanCoversEverySequenceAndV512) {
+  Problem p = packed_problem(kShortLens, 2, 4, 256, 512, 64, Impl::fused);
+  for (bool backward : {false, true})
+    for (int64_t in_bytes : {2, 4}) {
+      const fused::Plan pl = fused::plan(p, backward, in_bytes, kH200Smem, kH200Sms);
+      ASSERT_TRUE(pl.ok) << pl.why;
+      EXPECT_EQ(pl.tiles * pl.vt, 512);
+      EXPECT_EQ(pl.blocks, 7 * 4 * pl.tiles);  // (sequence, value head, V tile)
+      EXPECT_EQ(fused::dims_of(p, pl.vt, pl.sub).blocks(), pl.blocks);
+    }
+}
+
+// The index arithmetic of the packed grid: every chunk-start state of every (sequence, value head)
+// has its own K x V place inside the residual, and every step of every (sequence, key head) its
+// own flag before the ticket counter; without packing the places are the unpacked layout's.
+TEST(FusedPacked, StatesAndFlagsHaveOnePlaceEach) {
+  for (int64_t sub : {0, 32, 16}) {
+    SCOPED_TRACE(sub);
+    const Problem p = packed_problem({1, 63, 2, 130, 64, 65}, 2, 6, 16, 32, 64, Impl::fused);
+    const std::vector<cuda_seqs::SeqSpan> spans = cuda_seqs::seq_spans(p);
+    ASSERT_EQ(spans.size(), 6u);
+    const fused::Dims d = fused::dims_of(p, 16, sub, spans.data());
+    const fused::BackwardWorkspace w(d, 4);
+    const int64_t KV = p.K * p.V;
+    std::set<int64_t> states, flags;
+    int64_t tokens = 0;
+    for (int64_t n = 0; n < d.seqs.n; ++n) {
+      const cuda_seqs::SeqSpan q = d.seqs.at(n);
+      EXPECT_EQ(q.t0, tokens);
+      tokens += q.len;
+      int64_t rows = 0;
+      for (int64_t c = 0; c < d.steps(q); ++c) {
+        const fused::StepRows at = fused::step_rows(d, q, c);
+        EXPECT_EQ(at.tok, q.t0 + rows);
+        EXPECT_GE(at.rows, 1);
+        EXPECT_LE(at.rows, d.C);
+        rows += at.rows;
+        for (int64_t hv = 0; hv < p.HV; ++hv)
+          if (c % d.R == 0) {
+            const int64_t at_state = d.state_at(q, hv, c);
+            EXPECT_EQ(at_state % KV, 0);
+            EXPECT_TRUE(states.insert(at_state).second)
+                << "seq " << n << " hv " << hv << " c " << c;
+          }
+        for (int64_t h = 0; h < p.H; ++h) {
+          const int64_t flag = d.flags_at(q, h) + c;
+          EXPECT_LT(flag, w.counter);
+          EXPECT_TRUE(flags.insert(flag).second) << "seq " << n << " h " << h << " step " << c;
+        }
+      }
+      EXPECT_EQ(rows, q.len);
+    }
+    EXPECT_EQ(tokens, p.T);
+    EXPECT_EQ(int64_t(states.size()), p.HV * p.total_chunks());
+    EXPECT_EQ(*states.rbegin() + KV, residual_elems(p));
+  }
+  // Unpacked (B rows of T): the spans computed, the places those of [B, HV, NR] states.
+  const Problem u = shape(3, 100, 1, 2, 16, 16, 32);
+  const fused::Dims du = fused::dims_of(u, 16, 16);
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t hv = 0; hv < 2; ++hv)
+      for (int64_t c = 0; c < du.NT; c += du.R) {
+        const cuda_seqs::SeqSpan q = du.seqs.at(b);
+        EXPECT_EQ(q.t0, b * 100);
+        EXPECT_EQ(du.state_at(q, hv, c), ((b * 2 + hv) * du.NR + c / du.R) * 256);
+      }
+}
+
+TEST(FusedPacked, SequenceTableFollowsTheScratch) {
+  const Problem p = packed_problem(kShortLens, 1, 1, 16, 16, 16, Impl::fused);
+  EXPECT_EQ(cuda_seqs::seq_table_elems(p), 48);  // 7 spans of 24 bytes in 4-byte units, to 16
+  EXPECT_EQ(cuda_seqs::with_seq_table(p, 100), 112 + 48);
+  Problem u = p;
+  u.cu_seqlens.clear();
+  u.T = 20;
+  EXPECT_EQ(cuda_seqs::seq_table_elems(u), 0);
+  EXPECT_EQ(cuda_seqs::with_seq_table(u, 100), 100);  // unpacked: no table, the same workspace
+  EXPECT_TRUE(cuda_seqs::seq_spans(u).empty());
+  EXPECT_EQ(cuda_seqs::longest_seq(p), 23);
+}
+
+TEST(PackedResidual, ChunkedFullPartsTileThePackedLayout) {
+  // CUDA chunked runs a packed Problem one sequence at a time; under `full` each sequence's
+  // states, A and [W | U] are copied to their places in the packed layout the chunked buffers
+  // carve (ChunkedLayout: all states, then all A, then all [W | U], each [sequence][head][chunk]).
+  Problem p = packed_problem(kMixedLens, 1, 2, 16, 32, 32, Impl::chunked);
+  p.residual = Residual::full;
+  const Sequences s = sequences(p);
+  std::vector<int> owners(residual_elems(p), 0);
+  for (int64_t n = 0; n < s.count(); ++n) {
+    const Problem one = detail::sequence_problem(p, s, n);
+    int64_t alone = 0;
+    for (const cuda_seqs::ResidualPart& part : cuda_seqs::full_residual_parts(p, s, n)) {
+      EXPECT_EQ(part.alone_at, alone) << "sequence " << n;
+      alone += part.elems;
+      for (int64_t x = part.packed_at; x < part.packed_at + part.elems; ++x) owners[x]++;
+    }
+    EXPECT_EQ(alone, residual_elems(one)) << "sequence " << n;
+    const auto parts = cuda_seqs::full_residual_parts(p, s, n);
+    const int64_t tile = detail::chunk_tile(s.chunk[n], s.chunks(n), p.HV, 0, 0);
+    EXPECT_EQ(parts[0].packed_at, tile * p.K * p.V);
+    EXPECT_EQ(parts[1].packed_at, detail::states_elems(p) + tile * p.chunk * p.chunk);
+  }
+  for (size_t x = 0; x < owners.size(); ++x) ASSERT_EQ(owners[x], 1) << "residual element " << x;
+  std::vector<double> residual(residual_elems(p));
+  const detail::ChunkedLayout<double> w(p, nullptr, residual.data(), false,
+                                        detail::ChunkedSide::cuda);
+  EXPECT_EQ(w.a - residual.data(), cuda_seqs::full_residual_parts(p, s, 0)[1].packed_at);
+  EXPECT_EQ(w.wu - residual.data(), cuda_seqs::full_residual_parts(p, s, 0)[2].packed_at);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gdr_fused_plan.h"
+#include "kernels/cuda/gdr_seqs.h"
 #include "kernels/cuda/kernel_math.h"
 #include "kernels/cuda/launch_math.h"
 #include "kernels/gated_delta_rule.h"
@@ -22,10 +23,20 @@ using namespace ::gdn::cuda;  // device_util.cuh: reductions, acc_exp, checks
 using detail::ChunkedLayout;
 using detail::ChunkedSide;
 
-// Problem sizes for device code; NT chunks of C steps, G value heads per key head.
+// Problem sizes for device code; NT chunks of C steps (of an unpacked row), G value heads per key
+// head; `seqs` the sequences (recurrent and ssd: one grid over all of them).
 struct Dims {
   int64_t B, T, H, HV, K, V, C, NT, G;
   double scale;
+  cuda_seqs::SeqTable seqs;
+  // Offsets of token t (counted over all B T tokens, as cuda_seqs::SeqSpan::t0).
+  __host__ __device__ int64_t qk(int64_t t, int64_t h) const { return (t * H + h) * K; }
+  __host__ __device__ int64_t vo(int64_t t, int64_t hv) const { return (t * HV + hv) * V; }
+  __host__ __device__ int64_t gate(int64_t t, int64_t hv) const { return t * HV + hv; }
+  // The residual's state at chunk c of value head hv of sequence q ([sequence][head][chunk]).
+  __host__ __device__ int64_t state_at(const cuda_seqs::SeqSpan& q, int64_t hv, int64_t c) const {
+    return detail::chunk_tile(q.c0, cuda_seqs::chunks_of(q.len, C), HV, hv, c) * K * V;
+  }
   __host__ __device__ int64_t qk(int64_t b, int64_t t, int64_t h) const {
     return ((b * T + t) * H + h) * K;
   }
@@ -39,9 +50,28 @@ struct Dims {
   __host__ __device__ int64_t key_slice(int64_t s) const { return (s / HV) * H + (s % HV) / G; }
 };
 
-inline Dims dims_of(const Problem& p) {
-  return Dims{p.B, p.T, p.H, p.HV, p.K, p.V, p.chunk, p.num_chunks(), p.group(), p.scale};
+// spans: a packed Problem's table in device memory (upload_seq_table); null without packing.
+inline Dims dims_of(const Problem& p, const cuda_seqs::SeqSpan* spans = nullptr) {
+  return Dims{p.B,
+              p.T,
+              p.H,
+              p.HV,
+              p.K,
+              p.V,
+              p.chunk,
+              p.num_chunks(),
+              p.group(),
+              p.scale,
+              cuda_seqs::seq_table(p, spans)};
 }
+
+// Copies a packed Problem's sequence table (cuda_seqs::seq_spans) to dst in the workspace on
+// `stream` and returns it; null without packing (gdr_seq_table.cu).
+const cuda_seqs::SeqSpan* upload_seq_table(const Problem& p, void* dst, cudaStream_t stream);
+
+// The CUDA limits of every implementation (recurrent: K in the registers of a warp, 8 rows per
+// lane; its backward's step vectors in shared memory).
+constexpr int64_t kMaxK = 256, kMaxV = 512;
 
 // C[M, N] = alpha op(A) op(B) + beta C, row-major, by the whole block: each thread owns outputs
 // tid, tid + blockDim, ... and sums its dot product in index order (deterministic). C must not
@@ -73,9 +103,20 @@ __device__ void gate_grad_store(const A* a, const A* X, A c, int rows, int C, T*
 
 // Offsets (Acc elements) of the recurrent backward's per-key-slice scratch: the CPU's layout
 // without the step vectors, which live in shared memory.
+// A block's dq, dk cover one sequence: the longest (T unpacked).
 using RecurrentBackwardLayout = detail::RecurrentScratch<int64_t>;
 inline RecurrentBackwardLayout recurrent_backward_layout(const Problem& p) {
-  return RecurrentBackwardLayout(p, 0, true, false);
+  Problem longest = p;
+  longest.T = cuda_seqs::longest_seq(p);
+  return RecurrentBackwardLayout(longest, 0, true, false);
+}
+
+// Blocks of the recurrent and ssd backward, one scratch slice each: one per key slice (b, h)
+// unpacked; packed, the (sequence, key head) pairs share at most kPackedSlots blocks, each taking
+// pair blockIdx.x, + gridDim.x, ... (so many short sequences do not multiply the scratch).
+constexpr int64_t kPackedSlots = 128;
+inline int64_t backward_slots(const Problem& p) {
+  return p.packed() ? std::min(p.num_seqs() * p.H, kPackedSlots) : p.B * p.H;
 }
 
 // Offsets of the ssd backward's per-key-slice scratch: the tiles of kernels/cpu/gdr_ssd.cpp's
@@ -85,8 +126,10 @@ inline SsdBackwardLayout ssd_backward_layout(const Problem& p) {
   return SsdBackwardLayout(p, 0, true);
 }
 
-// Workspace (Acc elements) of each implementation; forward_cuda's of recurrent and ssd is 0.
+// Workspace (Acc elements) of each implementation (with the sequence table of a packed Problem
+// where the kernels take it); the forward of recurrent and ssd needs only the table.
 int64_t chunked_workspace(const Problem& p, bool backward);
+int64_t recurrent_forward_workspace(const Problem& p);
 int64_t recurrent_backward_workspace(const Problem& p);
 int64_t ssd_backward_workspace(const Problem& p);
 // The fused kernels' plan on the current device (gdr_fused.cu) for inputs of in_bytes.

@@ -85,7 +85,9 @@ void fused_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
   using A = acc_t<T>;
   const fused::Plan pl = fused_plan(p, false, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) forward: " + pl.why);
-  const fused::Dims d = fused::dims_of(p, pl.vt, pl.sub);
+  // the forward's workspace is a packed Problem's sequence table alone
+  const fused::Dims d =
+      fused::dims_of(p, pl.vt, pl.sub, upload_seq_table(p, out.workspace, stream));
   const fused::ForwardArgs<T> args{in.q,  in.k,  in.v,   in.g,        in.beta,
                                    in.h0, out.o, out.ht, out.residual};
   fused::launch_forward<fused::LibraryBlock, T>(pl, d, args, stream);
@@ -97,7 +99,11 @@ void fused_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
   using A = acc_t<T>;
   const fused::Plan pl = fused_plan(p, true, sizeof(T));
   if (!pl.ok) throw std::invalid_argument("gdr fused (CUDA) backward: " + pl.why);
-  const fused::Dims d = fused::dims_of(p, pl.vt, pl.sub);
+  // the workspace: the running sums and flags, then a packed Problem's sequence table
+  const int64_t table_at =
+      cuda_seqs::seq_table_offset(fused::backward_workspace(p, sizeof(T), pl.sub));
+  const fused::Dims d =
+      fused::dims_of(p, pl.vt, pl.sub, upload_seq_table(p, a.workspace + table_at, stream));
   const fused::BackwardArgs<T> args{in.q,  in.k,  in.v,       in.g,        in.beta,
                                     a.d_o, a.dht, a.residual, a.workspace, a.dq,
                                     a.dk,  a.dv,  a.dg,       a.dbeta,     a.dh0};

@@ -1,8 +1,8 @@
-// The fused gated delta rule, one thread block's work: (batch b, value head hv, V tile of vt
-// columns), every chunk in turn (or every sub-chunk, where the plan splits the chunk: the
-// backward then recomputes the states inside a chunk from the residual's, load_state), with the
-// state tile and all chunk-local matrices in shared memory (layouts: gdr_fused_plan.h). Written
-// once for the GPU (gdr_fused.cu) and the CPU emulator (block_exec.h;
+// The fused gated delta rule, one thread block's work: (sequence n, value head hv, V tile of vt
+// columns), every chunk of the sequence in turn (or every sub-chunk, where the plan splits the
+// chunk: the backward then recomputes the states inside a chunk from the residual's, load_state),
+// with the state tile and all chunk-local matrices in shared memory (layouts: gdr_fused_plan.h).
+// Written once for the GPU (gdr_fused.cu) and the CPU emulator (block_exec.h;
 // tests/test_fused_emulation.cpp). Math: docs/design.md, "The gated delta rule", with W never
 // formed: since W = A Xw and U = A Xu,
 //   Vn = U - W S = A Y,   Y = Xu - Xw S = diag(beta) (V - diag(gamma) K S) = diag(beta) Yr,
@@ -33,14 +33,15 @@ namespace gdn::gdr::fused {
 
 // ---- forward ----------------------------------------------------------------------------------
 
-// One forward block: its V tile of slice (b, hv), every chunk in turn from h0 (or zero), the
-// chunk-start states into the residual, ht at the end.
+// One forward block: its V tile of slice s = (sequence n, hv), the sequence's chunks in turn from
+// its h0 (or zero), the chunk-start states into the residual, its ht at the end.
 template <typename T, class Exec>
 GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& args, acc_t<T>* sm,
                           int64_t block) {
   using A = acc_t<T>;
   const ForwardLayout L(d.C, d.K, d.vt, sizeof(T));
-  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV;
+  const int64_t s = block / d.NVT, hv = s % d.HV;
+  const cuda_seqs::SeqSpan seq = d.seqs.at(s / d.HV);
   const int64_t v0 = (block % d.NVT) * d.vt;
   const int K = int(d.K), VT = int(d.vt);
   const StepTiles<T> m{sm + L.S,   reinterpret_cast<T*>(sm + L.kq),
@@ -58,15 +59,16 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
     for (int x = tid; x < int(d.C * d.C); x += ex.threads) m.a[x] = 0;
   }
   ex.sync();
-  for (int64_t c = 0; c < d.NT; ++c) {
+  const int64_t steps = d.steps(seq);
+  for (int64_t c = 0; c < steps; ++c) {
     // the residual: the state at the start of every R-th step (the Problem's chunks)
     if (args.residual && c % d.R == 0) {
       GDN_EACH_THREAD(ex, tid) {
-        A* r = args.residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
+        A* r = args.residual + d.state_at(seq, hv, c) + v0;
         for (int x = tid; x < K * VT; x += ex.threads) r[(x / VT) * d.V + x % VT] = S[x];
       }
     }
-    forward_step<T, true>(ex, d, args, b, hv, v0, c * d.C, m, args.o);
+    forward_step<T, true>(ex, d, args, hv, v0, step_rows(d, seq, c), m, args.o);
   }
   if (args.ht) {
     GDN_EACH_THREAD(ex, tid) {
@@ -78,21 +80,22 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
 
 // ---- backward ---------------------------------------------------------------------------------
 
-// The state of slice s at the start of step c (V tile v0..) from the residual, which holds it at
-// every R-th step: the saved state, then c % R forward steps (the backward's recompute; ends with
-// a barrier when it runs any). A step reads S only after its loads and two barriers, so the load
-// of S needs no barrier of its own.
+// The state of value head hv of sequence seq at the start of step c (V tile v0..) from the
+// residual, which holds it at every R-th step: the saved state, then c % R forward steps (the
+// backward's recompute; ends with a barrier when it runs any). A step reads S only after its
+// loads and two barriers, so the load of S needs no barrier of its own.
 template <typename T, class Exec>
-GDN_HD void load_state(const Exec& ex, const Dims& d, const BackwardArgs<T>& args, int64_t s,
-                       int64_t v0, int64_t c, const StepTiles<T>& m) {
+GDN_HD void load_state(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
+                       const cuda_seqs::SeqSpan& seq, int64_t hv, int64_t v0, int64_t c,
+                       const StepTiles<T>& m) {
   using A = acc_t<T>;
   const int VT = int(d.vt);
   GDN_EACH_THREAD(ex, tid) {
-    const A* r = args.residual + (s * d.NR + c / d.R) * d.K * d.V + v0;
+    const A* r = args.residual + d.state_at(seq, hv, c) + v0;
     for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
   }
   for (int64_t step = c - c % d.R; step < c; ++step)
-    forward_step<T, false>(ex, d, args, s / d.HV, s % d.HV, v0, step * d.C, m, nullptr);
+    forward_step<T, false>(ex, d, args, hv, v0, step_rows(d, seq, step), m, nullptr);
 }
 
 // The backward block's shared tiles (BackwardLayout) and the forward-step view of them that the
@@ -135,10 +138,12 @@ struct BackwardTiles {
   }
 };
 
-// Where a backward block is at: slice s = (b, value head hv) of key head h, V tile at v0, and
-// the chunk (kernel step) c of rows t0 .. t0 + rows - 1.
+// Where a backward block is at: slice s = (sequence, value head hv) of key head h, V tile at v0,
+// and the chunk (kernel step) c of the sequence, rows tokens from token tok.
 struct ChunkPlace {
-  int64_t s, b, hv, h, v0, c, t0, rows;
+  int64_t s, hv, h, v0, c, tok, rows;
+  cuda_seqs::SeqSpan seq;
+  GDN_HD StepRows step() const { return StepRows{tok, rows}; }
 };
 
 // Loads chunk c: S (load_state), [k; scale q], v (into yr), dO, the gates; then G, gamma, e and
@@ -148,12 +153,12 @@ GDN_HD void backward_load(const Exec& ex, const Dims& d, const BackwardArgs<T>& 
                           const BackwardTiles<T>& m, const ChunkPlace& at) {
   using A = acc_t<T>;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  load_state<T>(ex, d, args, at.s, at.v0, at.c, m.steps());
+  load_state<T>(ex, d, args, at.seq, at.hv, at.v0, at.c, m.steps());
   GDN_EACH_THREAD(ex, tid) {
-    load_keys(tid, ex.threads, d, args.q, args.k, at.b, at.h, at.t0, m.kq);
-    load_value_tile(tid, ex.threads, d, args.v, at.b, at.hv, at.t0, at.v0, m.yr);
-    load_value_tile(tid, ex.threads, d, args.d_o, at.b, at.hv, at.t0, at.v0, m.dO);
-    load_gates(tid, ex.threads, d, args.g, args.beta, at.b, at.hv, at.t0, m.gl, m.beta);
+    load_keys(tid, ex.threads, d, args.q, args.k, at.h, at.step(), m.kq);
+    load_value_tile(tid, ex.threads, d, args.v, at.hv, at.step(), at.v0, m.yr);
+    load_value_tile(tid, ex.threads, d, args.d_o, at.hv, at.step(), at.v0, m.dO);
+    load_gates(tid, ex.threads, d, args.g, args.beta, at.hv, at.step(), m.gl, m.beta);
   }
   ex.sync();
   const A *S = m.S, *dS = m.dS;
@@ -272,7 +277,7 @@ GDN_HD void query_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
   const A *dO = m.dO, *S = m.S, *svec = m.svec;
   A *kd = m.kd, *da = m.da, *consts = m.consts;
   const T* kq = m.kq;
-  const int64_t b = at.b, h = at.h, t0 = at.t0, rows = at.rows;
+  const int64_t h = at.h, tok = at.tok, rows = at.rows;
   cuda::block_gemm<A>(
       Path{}, ex, C, VT, C, [=](int i, int l) { return a[l * C + i]; },
       [=](int l, int j) { return qd[l * VT + j]; },
@@ -288,7 +293,7 @@ GDN_HD void query_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
       [=](int l, int j) { return l < C ? A(kq[l * K + j]) : S[j * VT + l - C]; },
       [=](int i, int j, A acc) {
         if (i < rows)
-          chain.add(chain.dq, args.dq, d.qk(b, t0 + i, h) + j, acc, chain.order == 0,
+          chain.add(chain.dq, args.dq, d.qk(tok + i, h) + j, acc, chain.order == 0,
                     chain.order == chain.last, A(d.scale));
       });
   GDN_EACH_THREAD(ex, tid) {
@@ -320,7 +325,7 @@ GDN_HD void decay_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
     for (int x = tid; x < C * VT; x += ex.threads) {
       const int i = x / VT;
       if (i < at.rows)
-        args.dv[d.vo(at.b, at.t0 + i, at.hv) + at.v0 + x % VT] = from_acc<T>(beta[i] * kd[x]);
+        args.dv[d.vo(at.tok + i, at.hv) + at.v0 + x % VT] = from_acc<T>(beta[i] * kd[x]);
     }
     if (tid < C) {
       A acc_y = 0, acc_k = 0;
@@ -370,7 +375,7 @@ GDN_HD void gate_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& arg
     if (tid < at.rows) {
       A acc = 0;
       for (int j = 0; j < tid; ++j) acc += da[tid * C + j] * kkg[tid * C + j];
-      const int64_t g_at = d.gate(at.b, at.t0 + tid, at.hv);
+      const int64_t g_at = d.gate(at.tok + tid, at.hv);
       chain.add(chain.dbeta, args.dbeta, g_at, zy[tid] + acc, chain.first_tile, chain.last_tile);
       chain.add(chain.dg, args.dg, g_at, cuda::gate_grad_at(tid, avec, xg, consts[1], C),
                 chain.first_tile, chain.last_tile);
@@ -391,7 +396,7 @@ GDN_HD void key_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& args
   const A *dpg = m.dpg, *p = m.p, *e = m.e, *vn = m.vn, *beta = m.beta, *gamma = m.gamma;
   const A *kd = m.kd, *dS = m.dS, *S = m.S;
   const T *kq = m.kq, *qs = m.kq + C * K;  // scale q
-  const int64_t b = at.b, h = at.h, t0 = at.t0, rows = at.rows;
+  const int64_t h = at.h, tok = at.tok, rows = at.rows;
   cuda::block_gemm<A>(
       Path{}, ex, C, K, 2 * C + 2 * VT,
       [=](int i, int l) {
@@ -408,7 +413,7 @@ GDN_HD void key_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& args
       },
       [=](int i, int j, A acc) {
         if (i < rows)
-          chain.add(chain.dk, args.dk, d.qk(b, t0 + i, h) + j, acc, chain.order == 0,
+          chain.add(chain.dk, args.dk, d.qk(tok + i, h) + j, acc, chain.order == 0,
                     chain.order == chain.last);
       });
   ex.release(chain.flags + at.c, chain.order + 1);  // a barrier too
@@ -434,8 +439,8 @@ GDN_HD void state_grad(const Exec& ex, const Dims& d, const BackwardTiles<T>& m)
   ex.sync();
 }
 
-// One backward block, its place by ticket: the chunks in reverse, each through the steps above;
-// dh0 of its V tile at the end.
+// One backward block, its place by ticket: its sequence's chunks in reverse, each through the
+// steps above; dh0 of its V tile at the end.
 template <typename T, class Exec>
 GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
                            acc_t<T>* sm) {
@@ -446,13 +451,14 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   int* flags = reinterpret_cast<int*>(ws + W.flags);
   // The ticket orders the blocks of a group (consecutive tickets) as their running sums need.
   const int64_t block = ex.claim_ticket(flags + W.counter, reinterpret_cast<int*>(sm + L.ticket));
-  const int64_t s = block / d.NVT, b = s / d.HV, hv = s % d.HV, h = hv / d.G;
+  const int64_t s = block / d.NVT, hv = s % d.HV, h = hv / d.G;
   const int64_t tile = block % d.NVT, v0 = tile * d.vt;
+  const cuda_seqs::SeqSpan seq = d.seqs.at(s / d.HV);
   const SumChain<A> chain{ws + W.dq,
                           ws + W.dk,
                           ws + W.dg,
                           ws + W.dbeta,
-                          flags + (b * d.H + h) * d.NT,
+                          flags + d.flags_at(seq, h),
                           int((hv % d.G) * d.NVT + tile),
                           int(d.G * d.NVT - 1),
                           tile == 0,
@@ -468,9 +474,9 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
   }
   ex.sync();
-  for (int64_t c = d.NT - 1; c >= 0; --c) {
-    const int64_t t0 = c * d.C, rows = d.T - t0 < d.C ? d.T - t0 : d.C;
-    const ChunkPlace at{s, b, hv, h, v0, c, t0, rows};
+  for (int64_t c = d.steps(seq) - 1; c >= 0; --c) {
+    const StepRows rows = step_rows(d, seq, c);
+    const ChunkPlace at{s, hv, h, v0, c, rows.tok, rows.rows, seq};
     backward_load(ex, d, args, tiles(), at);
     state_products(ex, d, tiles());
     recompute_vn(ex, d, tiles());

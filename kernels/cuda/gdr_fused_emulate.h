@@ -21,12 +21,14 @@ A poison() {
   return std::numeric_limits<A>::quiet_NaN();
 }
 
-// vt: the V tile; sub: the kernel's chunk (0: p.chunk; Plan::sub).
+// vt: the V tile; sub: the kernel's chunk (0: p.chunk; Plan::sub). A packed Problem runs as on
+// the GPU: one grid over (sequence, value head, V tile), its sequence table in host memory.
 template <typename T>
 void emulate_forward(const Problem& p, int64_t vt, const Inputs<T>& in,
                      const gdr::ForwardOutputs<T>& out, bool reversed, int64_t sub = 0) {
   using A = acc_t<T>;
-  const Dims d = dims_of(p, vt, sub);
+  const std::vector<cuda_seqs::SeqSpan> spans = cuda_seqs::seq_spans(p);
+  const Dims d = dims_of(p, vt, sub, spans.empty() ? nullptr : spans.data());
   const ForwardArgs<T> args{in.q, in.k, in.v, in.g, in.beta, in.h0, out.o, out.ht, out.residual};
   std::vector<A> smem(ForwardLayout(d.C, d.K, d.vt, sizeof(T)).total);
   const cuda::BlockExec ex = cuda::BlockExec::host(kThreads, reversed);
@@ -44,7 +46,8 @@ template <typename T>
 void emulate_backward(const Problem& p, int64_t vt, const Inputs<T>& in,
                       const gdr::BackwardArgs<T>& a, bool reversed, int64_t sub = 0) {
   using A = acc_t<T>;
-  const Dims d = dims_of(p, vt, sub);
+  const std::vector<cuda_seqs::SeqSpan> spans = cuda_seqs::seq_spans(p);
+  const Dims d = dims_of(p, vt, sub, spans.empty() ? nullptr : spans.data());
   const BackwardArgs<T> args{in.q,        in.k, in.v, in.g, in.beta, a.d_o,   a.dht, a.residual,
                              a.workspace, a.dq, a.dk, a.dv, a.dg,    a.dbeta, a.dh0};
   const BackwardWorkspace w(d, sizeof(A));

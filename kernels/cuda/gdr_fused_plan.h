@@ -25,6 +25,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "kernels/cuda/gdr_seqs.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gdr_workspace_layout.h"
 #include "kernels/numeric.h"
@@ -33,29 +34,73 @@ namespace gdn::gdr::fused {
 
 constexpr int kThreads = 256;  // 8 warps per block
 
-// Problem sizes as device code needs them: C the kernel's (sub-)chunk, NT = ceil(T / C) steps,
-// R sub-chunks per chunk of the residual (NR = ceil(T / (R C)) states per slice); vt columns of V
-// per block, NVT = V / vt tiles.
+// Problem sizes as device code needs them: C the kernel's (sub-)chunk, NT = ceil(T / C) steps and
+// NR = ceil(T / (R C)) residual states of an unpacked row of T tokens, R sub-chunks per chunk of
+// the residual; vt columns of V per block, NVT = V / vt tiles. The grid covers (sequence, value
+// head, V tile); `seqs` gives each sequence's tokens and first chunk (packed: a table; unpacked:
+// B rows of T). Tokens are counted over all B T (qk, vo, gate take one).
 struct Dims {
   int64_t B, T, H, HV, K, V, C, NT, R, NR, G, vt, NVT;
   double scale;
-  GDN_HD int64_t qk(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * K; }
-  GDN_HD int64_t vo(int64_t b, int64_t t, int64_t hv) const { return ((b * T + t) * HV + hv) * V; }
-  GDN_HD int64_t gate(int64_t b, int64_t t, int64_t hv) const { return (b * T + t) * HV + hv; }
-  GDN_HD int64_t slices() const { return B * HV; }
-  GDN_HD int64_t blocks() const { return B * HV * NVT; }
+  int64_t TC;  // the Problem's chunks over all sequences (Problem::total_chunks)
+  cuda_seqs::SeqTable seqs;
+  GDN_HD int64_t qk(int64_t t, int64_t h) const { return (t * H + h) * K; }
+  GDN_HD int64_t vo(int64_t t, int64_t hv) const { return (t * HV + hv) * V; }
+  GDN_HD int64_t gate(int64_t t, int64_t hv) const { return t * HV + hv; }
+  GDN_HD int64_t slices() const { return seqs.n * HV; }
+  GDN_HD int64_t blocks() const { return seqs.n * HV * NVT; }
+  // Kernel steps of a sequence, and the residual's chunks (R steps each).
+  GDN_HD int64_t steps(const cuda_seqs::SeqSpan& q) const { return cuda_seqs::chunks_of(q.len, C); }
+  GDN_HD int64_t chunks(const cuda_seqs::SeqSpan& q) const {
+    return cuda_seqs::chunks_of(q.len, R * C);
+  }
+  // Offset of the residual's state (K x V) at the start of step c (a multiple of R) of value
+  // head hv of sequence q: [sequence][head][chunk] (detail::chunk_tile).
+  GDN_HD int64_t state_at(const cuda_seqs::SeqSpan& q, int64_t hv, int64_t c) const {
+    return detail::chunk_tile(q.c0, chunks(q), HV, hv, c / R) * K * V;
+  }
+  // The backward's flags of key head h of sequence q, one per step: [sequence][head][R chunk].
+  GDN_HD int64_t flags_at(const cuda_seqs::SeqSpan& q, int64_t h) const {
+    return detail::chunk_tile(q.c0 * R, chunks(q) * R, H, h, 0);
+  }
 };
+
+// The rows of one kernel step: tokens tok .. tok + rows - 1 (rows <= C; the step's other rows
+// are padding, zero in every load).
+struct StepRows {
+  int64_t tok, rows;
+};
+GDN_HD StepRows step_rows(const Dims& d, const cuda_seqs::SeqSpan& q, int64_t c) {
+  const int64_t left = q.len - c * d.C;
+  return StepRows{q.t0 + c * d.C, left < d.C ? left : d.C};
+}
 
 // The kernels' chunk for sub, a divisor of p.chunk (0: p.chunk itself).
 inline int64_t kernel_chunk(const Problem& p, int64_t sub) {
   return sub > 0 ? sub : p.chunk;
 }
 
-inline Dims dims_of(const Problem& p, int64_t vt, int64_t sub = 0) {
+// spans: the packed Problem's sequence table where the kernels read it (device memory, or host
+// memory for the emulator); null without packing, and where only sizes are wanted.
+inline Dims dims_of(const Problem& p, int64_t vt, int64_t sub = 0,
+                    const cuda_seqs::SeqSpan* spans = nullptr) {
   const int64_t C = kernel_chunk(p, sub);
-  return Dims{
-      p.B,       p.T, p.H,      p.HV,   p.K, p.V, C, (p.T + C - 1) / C, p.chunk / C, p.num_chunks(),
-      p.group(), vt,  p.V / vt, p.scale};
+  return Dims{p.B,
+              p.T,
+              p.H,
+              p.HV,
+              p.K,
+              p.V,
+              C,
+              (p.T + C - 1) / C,
+              p.chunk / C,
+              p.num_chunks(),
+              p.group(),
+              vt,
+              p.V / vt,
+              p.scale,
+              p.total_chunks(),
+              cuda_seqs::seq_table(p, spans)};
 }
 
 // Bytes of an accumulator for inputs of in_bytes (bf16 accumulates in fp32).
@@ -159,7 +204,7 @@ inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem
       if (p.V % vt != 0 || (vt_override > 0 && vt != vt_override)) continue;
       const int64_t bytes = smem_bytes(p, vt, backward, in_bytes, sub);
       if (bytes > smem_limit) continue;
-      const int64_t blocks = p.B * p.HV * (p.V / vt);
+      const int64_t blocks = p.num_seqs() * p.HV * (p.V / vt);
       int64_t per_sm = (smem_limit + 1024) / (bytes + 1024);  // resident blocks per multiprocessor
       per_sm = std::min(per_sm, int64_t(2048 / kThreads));
       if (regs_per_thread > 0) per_sm = std::min(per_sm, 65536 / (regs_per_thread * kThreads));
@@ -187,17 +232,18 @@ inline Plan plan(const Problem& p, bool backward, int64_t in_bytes, int64_t smem
   pl.sub = best_sub;
   pl.vt = best;
   pl.tiles = p.V / best;
-  pl.blocks = p.B * p.HV * pl.tiles;
+  pl.blocks = p.num_seqs() * p.HV * pl.tiles;
   pl.smem_bytes = smem_bytes(p, best, backward, in_bytes, best_sub);
   return pl;
 }
 
 // The backward's workspace, in accumulator elements (acc_bytes each): running sums of dq, dk
-// [B, T, H, K] and dg, dbeta [B, T, HV], then int32 flags [B, H, NT] (NT kernel steps) and the
-// ticket counter, which must be zero at launch. The blocks of a key head's group (value head j of
-// G, V tile of NVT) add their parts chunk by chunk in the fixed order j * NVT + tile: flag (b, h,
-// c) counts the blocks that have added chunk c, and the last one writes the gradients. One set of
-// sums whatever the V tiling, instead of a partial per tile.
+// [B, T, H, K] and dg, dbeta [B, T, HV], then int32 flags (one per kernel step: [sequence][key
+// head][R chunk], R per chunk of the residual) and the ticket counter, which must be zero at
+// launch. The blocks of a key head's group (value head j of G, V tile of NVT) add their parts
+// step by step in the fixed order j * NVT + tile: a flag counts the blocks that have added its
+// step, and the last one writes the gradients. One set of sums whatever the V tiling, instead of
+// a partial per tile. A packed Problem's table follows (cuda_seqs::with_seq_table).
 struct BackwardWorkspace {
   int64_t dq, dk, dg, dbeta, flags, counter, flag_words, elems;
   GDN_HD BackwardWorkspace(const Dims& d, int64_t acc_bytes) {
@@ -207,7 +253,7 @@ struct BackwardWorkspace {
     dg = 2 * keys;
     dbeta = dg + gates;
     flags = dbeta + gates;       // acc elements before the flags
-    counter = d.B * d.H * d.NT;  // int32 index of the counter among the flags
+    counter = d.H * d.TC * d.R;  // int32 index of the counter among the flags
     flag_words = counter + 1;
     elems = flags + (flag_words * 4 + acc_bytes - 1) / acc_bytes;
   }

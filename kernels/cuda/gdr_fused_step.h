@@ -46,7 +46,7 @@ struct ForwardArgs {
   const acc_t<T>* h0;  // null: zero initial state
   T* o;
   acc_t<T>* ht;        // null: not written
-  acc_t<T>* residual;  // the chunk-start states [B, HV, NT, K, V]
+  acc_t<T>* residual;  // the chunk-start states [sequence][HV][chunk][K, V]
 };
 
 template <typename T>
@@ -64,7 +64,7 @@ struct BackwardArgs {
 template <typename A>
 struct SumChain {
   A *dq, *dk, *dg, *dbeta;  // the running sums (BackwardWorkspace)
-  int* flags;               // [B, H, NT]: blocks of the group that have added chunk c
+  int* flags;               // the group's, one per step: blocks that have added step c
   int order, last;          // this block's place; the group's last place (G * NVT - 1)
   bool first_tile, last_tile;
 
@@ -81,30 +81,31 @@ struct SumChain {
   }
 };
 
-// Loads the chunk at t0 of key head h: kq = [k; scale q] (2C x K) in the input type (scale q
-// rounded once, as the tensor cores would round it); rows past T are zero.
+// Loads the step at `at` of key head h: kq = [k; scale q] (2C x K) in the input type (scale q
+// rounded once, as the tensor cores would round it); rows past the step's (its sequence's end)
+// are zero.
 template <typename T>
-GDN_HD void load_keys(int tid, int threads, const Dims& d, const T* q, const T* k, int64_t b,
-                      int64_t h, int64_t t0, T* kq) {
+GDN_HD void load_keys(int tid, int threads, const Dims& d, const T* q, const T* k, int64_t h,
+                      const StepRows& at, T* kq) {
   using A = acc_t<T>;
   const int C = int(d.C), K = int(d.K);
   for (int x = tid; x < 2 * C * K; x += threads) {
     const int r = x / K, l = x % K, row = r % C;
-    const int64_t t = t0 + row;
     const T* src = r < C ? k : q;
     const A scale = r < C ? A(1) : A(d.scale);
-    kq[x] = from_acc<T>(t < d.T ? scale * to_acc(src[d.qk(b, t, h) + l]) : A(0));
+    kq[x] = from_acc<T>(row < at.rows ? scale * to_acc(src[d.qk(at.tok + row, h) + l]) : A(0));
   }
 }
 
-// dst (C x vt) = columns v0.. of a [B, T, HV, V] tensor at rows t0..; rows past T are zero.
+// dst (C x vt) = columns v0.. of a [B, T, HV, V] tensor at the step's rows; padding rows are
+// zero.
 template <typename T, typename A>
-GDN_HD void load_value_tile(int tid, int threads, const Dims& d, const T* src, int64_t b,
-                            int64_t hv, int64_t t0, int64_t v0, A* dst) {
+GDN_HD void load_value_tile(int tid, int threads, const Dims& d, const T* src, int64_t hv,
+                            const StepRows& at, int64_t v0, A* dst) {
   const int C = int(d.C), VT = int(d.vt);
   for (int x = tid; x < C * VT; x += threads) {
-    const int64_t t = t0 + x / VT;
-    dst[x] = t < d.T ? to_acc(src[d.vo(b, t, hv) + v0 + x % VT]) : A(0);
+    const int64_t row = x / VT;
+    dst[x] = row < at.rows ? to_acc(src[d.vo(at.tok + row, hv) + v0 + x % VT]) : A(0);
   }
 }
 
@@ -123,14 +124,15 @@ GDN_HD void chunk_gates(int tid, int C, const A* gl, A* G, A* gamma, A* e) {
   e[tid] = hd_exp(acc - Gr);
 }
 
-// gl = g and beta of the chunk at t0 for value head hv (zero past T).
+// gl = g and beta of the step's rows for value head hv (zero on padding rows: a sequence's
+// last partial step never reads the next sequence's gates).
 template <typename T, typename A>
-GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T* beta, int64_t b,
-                       int64_t hv, int64_t t0, A* gl, A* beta_out) {
+GDN_HD void load_gates(int tid, int threads, const Dims& d, const T* g, const T* beta, int64_t hv,
+                       const StepRows& at, A* gl, A* beta_out) {
   for (int r = tid; r < int(d.C); r += threads) {
-    const bool real = t0 + r < d.T;
-    gl[r] = real ? to_acc(g[d.gate(b, t0 + r, hv)]) : A(0);
-    beta_out[r] = real ? to_acc(beta[d.gate(b, t0 + r, hv)]) : A(0);
+    const bool real = r < at.rows;
+    gl[r] = real ? to_acc(g[d.gate(at.tok + r, hv)]) : A(0);
+    beta_out[r] = real ? to_acc(beta[d.gate(at.tok + r, hv)]) : A(0);
   }
 }
 
@@ -204,12 +206,12 @@ struct StepTiles {
   A *kkg, *p, *a, *tinv, *y, *og, *vn, *gl, *G, *gamma, *e, *beta;
 };
 
-// One forward step over the rows t0.. of slice (b, hv), V tile v0..: with kOutputs, the outputs
+// One forward step over the rows `at` of value head hv, V tile v0..: with kOutputs, the outputs
 // of those rows into o; always the state, S <- S' (ends with a barrier). `a` must hold zeros
 // above its diagonal blocks. `in` has q, k, v, g, beta (ForwardArgs or BackwardArgs).
 template <typename T, bool kOutputs, class Exec, class In>
-GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b, int64_t hv,
-                         int64_t v0, int64_t t0, const StepTiles<T>& m, T* o) {
+GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t hv, int64_t v0,
+                         const StepRows& at, const StepTiles<T>& m, T* o) {
   using A = acc_t<T>;
   using Path = typename cuda::GemmPath<T>::type;
   const int64_t h = hv / d.G;
@@ -218,9 +220,9 @@ GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b,
   A *G = m.G, *gamma = m.gamma, *e = m.e, *beta = m.beta;
   const T* kq = m.kq;
   GDN_EACH_THREAD(ex, tid) {
-    load_keys(tid, ex.threads, d, in.q, in.k, b, h, t0, m.kq);
-    load_value_tile(tid, ex.threads, d, in.v, b, hv, t0, v0, y);
-    load_gates(tid, ex.threads, d, in.g, in.beta, b, hv, t0, m.gl, beta);
+    load_keys(tid, ex.threads, d, in.q, in.k, h, at, m.kq);
+    load_value_tile(tid, ex.threads, d, in.v, hv, at, v0, y);
+    load_gates(tid, ex.threads, d, in.g, in.beta, hv, at, m.gl, beta);
   }
   ex.sync();
   GDN_EACH_THREAD(ex, tid) {
@@ -250,12 +252,12 @@ GDN_HD void forward_step(const Exec& ex, const Dims& d, const In& in, int64_t b,
   ex.sync();
   // O = gamma Q S + P Vn (to global);  S' = gamma_C S + K^T diag(e) Vn
   if constexpr (kOutputs) {
-    const int64_t rows = d.T - t0 < d.C ? d.T - t0 : d.C;
+    const int64_t rows = at.rows;
     cuda::block_gemm<A>(
         Path{}, ex, C, VT, C, [=](int i, int l) { return p[i * C + l]; },
         [=](int l, int j) { return vn[l * VT + j]; },
         [=](int i, int j, A acc) {
-          if (i < rows) o[d.vo(b, t0 + i, hv) + v0 + j] = from_acc<T>(og[i * VT + j] + acc);
+          if (i < rows) o[d.vo(at.tok + i, hv) + v0 + j] = from_acc<T>(og[i * VT + j] + acc);
         },
         LowerA{});
   }

@@ -1,5 +1,6 @@
 // The ssd baseline's backward on CUDA (its forward is the recurrent forward kernel with the delta
-// rule switched off, gdr_recurrent.cu). One block per (b, key head) runs the CPU's chunked
+// rule switched off, gdr_recurrent.cu). One block per (sequence, key head) (packed: a bounded grid
+// loops over them, backward_slots) runs the CPU's chunked
 // backward (kernels/cpu/gdr_ssd.cpp) chunk after chunk in reverse, the value heads of the group
 // inside, with every chunk tile in the same per-slice scratch (so the CPU workspace size fits)
 // and the small products done by block_gemm. Per chunk and value head (docs/design.md, "The gated
@@ -30,40 +31,43 @@ __device__ void load_padded(const T* src, int64_t stride, int64_t rows, int64_t 
   }
 }
 
+// The backward of key head h of sequence `seq` (n its index) with the block's scratch at w.
+// Not inlined: inside the kernel's loop over pairs it would spill registers (one call per pair).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    ssd_backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, SsdBackwardLayout L) {
+__device__ __noinline__ void ssd_backward_key_slice(const Dims& d, const Inputs<T>& in,
+                                                    const BackwardArgs<T>& args,
+                                                    const SsdBackwardLayout& L, acc_t<T>* w,
+                                                    int64_t n, const cuda_seqs::SeqSpan& seq,
+                                                    int64_t h) {
   using A = acc_t<T>;
   __shared__ A red[kThreads];
   const int tid = threadIdx.x;
   const int C = int(d.C), K = int(d.K), V = int(d.V);
-  const int64_t KV = d.K * d.V, NT = d.NT;
-  const int64_t kh = blockIdx.x, b = kh / d.H, h = kh % d.H;
-  A* w = args.workspace + kh * L.used;
+  const int64_t KV = d.K * d.V, NT = cuda_seqs::chunks_of(seq.len, d.C);
   A *k = w + L.kq, *qs = k + C * K, *qk = w + L.qk, *v = w + L.v, *G = w + L.G;
   A *gamma = w + L.gamma, *e = w + L.e, *qg = w + L.qg, *dq = w + L.dqk, *dk = dq + C * K;
   A *d_o = w + L.d_o, *dG = w + L.dG, *sv = w + L.s, *gam = w + L.gam, *P = w + L.p;
   A *ke = w + L.ke, *DS = w + L.DS, *dv = w + L.dv, *dp = w + L.dp, *X = w + L.xg;
   A *tmp = w + L.tmp, *dS_new = w + L.dS_new, *dS = w + L.dS;
   for (int64_t j = 0; j < d.G; ++j) {
-    const int64_t s = b * d.HV + h * d.G + j;
+    const int64_t s = n * d.HV + h * d.G + j;
     for (int64_t x = tid; x < KV; x += blockDim.x)
       dS[j * KV + x] = args.dht ? args.dht[s * KV + x] : A(0);
   }
   for (int64_t c = NT - 1; c >= 0; --c) {
-    const int64_t t0 = c * C;
-    const int len = int(min(int64_t(C), d.T - t0));
-    load_padded(in.k + d.qk(b, t0, h), d.H * K, len, K, C, A(1), k);
-    load_padded(in.q + d.qk(b, t0, h), d.H * K, len, K, C, A(d.scale), qs);
+    const int64_t t0 = seq.t0 + c * C;  // the chunk's first token
+    const int len = int(min(int64_t(C), seq.len - c * C));
+    load_padded(in.k + d.qk(t0, h), d.H * K, len, K, C, A(1), k);
+    load_padded(in.q + d.qk(t0, h), d.H * K, len, K, C, A(d.scale), qs);
     for (int64_t x = tid; x < 2 * C * K; x += blockDim.x) dq[x] = A(0);
     __syncthreads();
     block_gemm(false, true, C, C, K, A(1), qs, K, k, K, A(0), qk, C);  // Q K^T
     for (int64_t jg = 0; jg < d.G; ++jg) {
-      const int64_t hv = h * d.G + jg, s = b * d.HV + hv, go = d.gate(b, t0, hv);
-      const A* S = args.residual + (s * NT + c) * KV;
+      const int64_t hv = h * d.G + jg, go = d.gate(t0, hv);
+      const A* S = args.residual + d.state_at(seq, hv, c);
       A* dSp = dS + jg * KV;
-      load_padded(in.v + d.vo(b, t0, hv), d.HV * V, len, V, C, A(1), v);
-      load_padded(args.d_o + d.vo(b, t0, hv), d.HV * V, len, V, C, A(1), d_o);
+      load_padded(in.v + d.vo(t0, hv), d.HV * V, len, V, C, A(1), v);
+      load_padded(args.d_o + d.vo(t0, hv), d.HV * V, len, V, C, A(1), d_o);
       if (tid == 0) {  // G = in-chunk cumsum of g; gamma = exp(G); e = exp(G_C - G), exponents <= 0
         A acc = 0;
         for (int i = 0; i < C; ++i) {
@@ -100,7 +104,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       block_gemm(true, false, C, V, C, A(1), P, C, d_o, V, A(1), dv, V);  // += P^T dO
       for (int x = tid; x < len * V; x += blockDim.x)
-        args.dv[d.vo(b, t0 + x / V, hv) + x % V] = from_acc<T>(dv[x]);
+        args.dv[d.vo(t0 + x / V, hv) + x % V] = from_acc<T>(dv[x]);
       block_gemm(true, false, K, V, C, A(1), qg, K, d_o, V, A(0), dS_new, V);  // (gamma Q)^T dO
       const A gamma_c = gamma[C - 1];
       A part = 0;
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
     for (int x = tid; x < len * K; x += blockDim.x) {
-      const int64_t q_off = d.qk(b, t0 + x / K, h) + x % K;
+      const int64_t q_off = d.qk(t0 + x / K, h) + x % K;
       args.dq[q_off] = from_acc<T>(A(d.scale) * dq[x]);
       args.dk[q_off] = from_acc<T>(dk[x]);
     }
@@ -135,9 +139,21 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (args.dh0)
     for (int64_t j = 0; j < d.G; ++j) {
-      const int64_t s = b * d.HV + h * d.G + j;
+      const int64_t s = n * d.HV + h * d.G + j;
       for (int64_t x = tid; x < KV; x += blockDim.x) args.dh0[s * KV + x] = dS[j * KV + x];
     }
+  __syncthreads();  // the next pair this block takes overwrites the scratch
+}
+
+// Block x takes the (sequence, key head) pairs x, x + gridDim.x, ... (one pair unpacked).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    ssd_backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, SsdBackwardLayout L) {
+  acc_t<T>* w = args.workspace + blockIdx.x * L.used;
+  for (int64_t kh = blockIdx.x; kh < d.seqs.n * d.H; kh += gridDim.x) {
+    const int64_t n = kh / d.H;
+    ssd_backward_key_slice<T>(d, in, args, L, w, n, d.seqs.at(n), kh % d.H);
+  }
 }
 
 template <typename T>
@@ -152,17 +168,20 @@ template <typename T>
 void ssd_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                   cudaStream_t stream) {
   const SsdBackwardLayout L = ssd_backward_layout(p);
+  const int64_t slots = backward_slots(p);
+  const Dims d = dims_of(
+      p, upload_seq_table(p, args.workspace + cuda_seqs::seq_table_offset(slots * L.used), stream));
   if (args.dbeta) {
     const int64_t n = p.B * p.T * p.HV;
     zero_kernel<T><<<grid_1d(n, kThreads), kThreads, 0, stream>>>(args.dbeta, n);
     GDN_KCUDA_LAUNCHED("gdr ssd dbeta zero");
   }
-  ssd_backward_kernel<T><<<unsigned(p.B * p.H), kThreads, 0, stream>>>(dims_of(p), in, args, L);
+  ssd_backward_kernel<T><<<unsigned(slots), kThreads, 0, stream>>>(d, in, args, L);
   GDN_KCUDA_LAUNCHED("gdr ssd backward");
 }
 
 int64_t ssd_backward_workspace(const Problem& p) {
-  return p.B * p.H * ssd_backward_layout(p).used;
+  return cuda_seqs::with_seq_table(p, backward_slots(p) * ssd_backward_layout(p).used);
 }
 
 GDN_GDR_CUDA_INSTANTIATE_BWD(ssd_backward)
