@@ -3,9 +3,10 @@
 // the CPU fp64 kernels (tests/packed_test_util.h), for o, ht and every gradient, on the packed
 // lengths {1, 63, 2, 130} (lengths of 1 and 2, no multiple of any chunk, one over two chunks) and
 // {5, 7, 11, 13, 17, 19, 23} (many sequences in one chunk), and one sequence (= the unpacked run,
-// bit for bit); the fused kernels' fallback to chunked with packing; determinism; K = 256,
-// V = 512. Recurrent, ssd and fused run every sequence in one launch set (gdr_seqs.h); chunked
-// one sequence at a time (kernels/gdr_split.h). Tolerances as test_cuda_gdr's. Label `gpu`.
+// bit for bit); the fused kernels against their emulation with packing at every V tile and
+// sub-chunk; their fallback to chunked; determinism; K = 256, V = 512. Recurrent, ssd and fused run
+// every sequence in one launch set (gdr_seqs.h); chunked one sequence at a time
+// (kernels/gdr_split.h). Tolerances as test_cuda_gdr's. Label `gpu`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "kernels/gated_delta_rule.h"
 #include "src/ops/ops.h"
+#include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
 #include "tests/packed_test_util.h"
 #include "tests/test_util.h"
@@ -164,6 +166,30 @@ TEST(CudaPacked, BitwiseDeterministic) {
     expect_close(run_cuda<float>(p, d), run_cuda<float>(p, d), 0, v.impl == Impl::ssd,
                  label(v, "f32 twice", 16, lens_text(kShortLens)));
   }
+}
+
+// The GPU runs the packed grid the emulator runs: at every V tile width and in sub-chunks (the
+// residual's states and the hand-off flags at every R-th step of each sequence).
+TEST(CudaPacked, FusedMatchesItsEmulationAtEveryTileAndSubChunk) {
+  const Problem p = packed_problem(kMixedLens, 1, 2, 32, 64, 64, Impl::fused);
+  const Data d = make_packed_data(p, Gates::realistic, 17);
+  for (int64_t vt : {16, 32, 64})
+    for (int64_t sub : {64, 32, 16}) {
+      const std::string what = "vt " + std::to_string(vt) + " sub " + std::to_string(sub);
+      setenv("GDN_FUSED_VT", std::to_string(vt).c_str(), 1);
+      setenv("GDN_FUSED_SUB", std::to_string(sub).c_str(), 1);
+      for (bool backward : {false, true}) {
+        const fused::Plan pl = cuda_fused_plan(p, backward, 4);
+        ASSERT_TRUE(pl.ok) << what << ": " << pl.why;
+        ASSERT_EQ(pl.blocks, 4 * 2 * (64 / vt)) << what;  // (sequence, value head, V tile)
+      }
+      expect_close(run_cuda<float>(p, round_to<float>(d)),
+                   run_fused_emulated<float>(p, vt, d, false, sub), 1e-5, false, "f32 " + what);
+      expect_close(run_cuda<bf16>(p, round_to<bf16>(d)),
+                   run_fused_emulated<bf16>(p, vt, d, false, sub), 2e-3, false, "bf16 " + what);
+    }
+  unsetenv("GDN_FUSED_SUB");
+  unsetenv("GDN_FUSED_VT");
 }
 
 // A fused plan that does not fit (a forced sub-chunk that does not divide the chunk) runs the

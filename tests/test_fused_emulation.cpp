@@ -240,12 +240,12 @@ TEST(FusedPlan, SplitsTheChunkWhereItDoesNotFit) {
   // The kernels' steps and the residual's chunks.
   const fused::Dims d = fused::dims_of(shape(2, 100, 1, 1, 32, 32, 64), 16, 16);
   EXPECT_EQ(d.C, 16);
-  EXPECT_EQ(d.NT, 7);
+  EXPECT_EQ(d.NT(), 7);
   EXPECT_EQ(d.R, 4);
   EXPECT_EQ(d.NR, 2);
   const fused::Dims whole = fused::dims_of(shape(2, 100, 1, 1, 32, 32, 64), 16);
   EXPECT_EQ(whole.C, 64);
-  EXPECT_EQ(whole.NT, 2);
+  EXPECT_EQ(whole.NT(), 2);
   EXPECT_EQ(whole.R, 1);
   EXPECT_EQ(whole.NR, 2);
 }
@@ -612,8 +612,8 @@ TEST(FusedPacked, StatesAndFlagsHaveOnePlaceEach) {
     const int64_t KV = p.K * p.V;
     std::set<int64_t> states, flags;
     int64_t tokens = 0;
-    for (int64_t n = 0; n < d.seqs.n; ++n) {
-      const cuda_seqs::SeqSpan q = d.seqs.at(n);
+    for (int64_t n = 0; n < d.N; ++n) {
+      const cuda_seqs::SeqSpan q = d.seq(n);
       EXPECT_EQ(q.t0, tokens);
       tokens += q.len;
       int64_t rows = 0;
@@ -647,8 +647,8 @@ TEST(FusedPacked, StatesAndFlagsHaveOnePlaceEach) {
   const fused::Dims du = fused::dims_of(u, 16, 16);
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t hv = 0; hv < 2; ++hv)
-      for (int64_t c = 0; c < du.NT; c += du.R) {
-        const cuda_seqs::SeqSpan q = du.seqs.at(b);
+      for (int64_t c = 0; c < du.NT(); c += du.R) {
+        const cuda_seqs::SeqSpan q = du.seq(b);
         EXPECT_EQ(q.t0, b * 100);
         EXPECT_EQ(du.state_at(q, hv, c), ((b * 2 + hv) * du.NR + c / du.R) * 256);
       }

@@ -41,7 +41,7 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
   using A = acc_t<T>;
   const ForwardLayout L(d.C, d.K, d.vt, sizeof(T));
   const int64_t s = block / d.NVT, hv = s % d.HV;
-  const cuda_seqs::SeqSpan seq = d.seqs.at(s / d.HV);
+  const cuda_seqs::SeqSpan seq = d.seq(s / d.HV);
   const int64_t v0 = (block % d.NVT) * d.vt;
   const int K = int(d.K), VT = int(d.vt);
   const StepTiles<T> m{sm + L.S,   reinterpret_cast<T*>(sm + L.kq),
@@ -80,22 +80,23 @@ GDN_HD void forward_block(const Exec& ex, const Dims& d, const ForwardArgs<T>& a
 
 // ---- backward ---------------------------------------------------------------------------------
 
-// The state of value head hv of sequence seq at the start of step c (V tile v0..) from the
-// residual, which holds it at every R-th step: the saved state, then c % R forward steps (the
-// backward's recompute; ends with a barrier when it runs any). A step reads S only after its
-// loads and two barriers, so the load of S needs no barrier of its own.
+// The state of value head hv at the start of step c (its first token tok; V tile v0..) from the
+// residual, which holds it at every R-th step (state0: the offset of the sequence's first state
+// of hv, Dims::state_at): the saved state, then c % R forward steps (the backward's recompute;
+// ends with a barrier when it runs any). Those steps precede step c, so none is the sequence's
+// last: each has C rows. A step reads S only after its loads and two barriers, so the load of S
+// needs no barrier of its own.
 template <typename T, class Exec>
-GDN_HD void load_state(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
-                       const cuda_seqs::SeqSpan& seq, int64_t hv, int64_t v0, int64_t c,
-                       const StepTiles<T>& m) {
+GDN_HD void load_state(const Exec& ex, const Dims& d, const BackwardArgs<T>& args, int64_t state0,
+                       int64_t hv, int64_t v0, int64_t c, int64_t tok, const StepTiles<T>& m) {
   using A = acc_t<T>;
   const int VT = int(d.vt);
   GDN_EACH_THREAD(ex, tid) {
-    const A* r = args.residual + d.state_at(seq, hv, c) + v0;
+    const A* r = args.residual + state0 + (c / d.R) * d.K * d.V + v0;
     for (int x = tid; x < int(d.K) * VT; x += ex.threads) m.S[x] = r[(x / VT) * d.V + x % VT];
   }
   for (int64_t step = c - c % d.R; step < c; ++step)
-    forward_step<T, false>(ex, d, args, hv, v0, step_rows(d, seq, step), m, nullptr);
+    forward_step<T, false>(ex, d, args, hv, v0, StepRows{tok - (c - step) * d.C, d.C}, m, nullptr);
 }
 
 // The backward block's shared tiles (BackwardLayout) and the forward-step view of them that the
@@ -138,11 +139,11 @@ struct BackwardTiles {
   }
 };
 
-// Where a backward block is at: slice s = (sequence, value head hv) of key head h, V tile at v0,
-// and the chunk (kernel step) c of the sequence, rows tokens from token tok.
+// Where a backward block is at: value head hv of key head h, V tile at v0, and the chunk (kernel
+// step) c of its sequence, rows tokens from token tok; state0 the offset of the sequence's first
+// residual state of hv (the sequence itself is not kept: registers).
 struct ChunkPlace {
-  int64_t s, hv, h, v0, c, tok, rows;
-  cuda_seqs::SeqSpan seq;
+  int64_t hv, h, v0, c, tok, rows, state0;
   GDN_HD StepRows step() const { return StepRows{tok, rows}; }
 };
 
@@ -153,7 +154,7 @@ GDN_HD void backward_load(const Exec& ex, const Dims& d, const BackwardArgs<T>& 
                           const BackwardTiles<T>& m, const ChunkPlace& at) {
   using A = acc_t<T>;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
-  load_state<T>(ex, d, args, at.seq, at.hv, at.v0, at.c, m.steps());
+  load_state<T>(ex, d, args, at.state0, at.hv, at.v0, at.c, at.tok, m.steps());
   GDN_EACH_THREAD(ex, tid) {
     load_keys(tid, ex.threads, d, args.q, args.k, at.h, at.step(), m.kq);
     load_value_tile(tid, ex.threads, d, args.v, at.hv, at.step(), at.v0, m.yr);
@@ -453,7 +454,7 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
   const int64_t block = ex.claim_ticket(flags + W.counter, reinterpret_cast<int*>(sm + L.ticket));
   const int64_t s = block / d.NVT, hv = s % d.HV, h = hv / d.G;
   const int64_t tile = block % d.NVT, v0 = tile * d.vt;
-  const cuda_seqs::SeqSpan seq = d.seqs.at(s / d.HV);
+  const cuda_seqs::SeqSpan seq = d.seq(s / d.HV);
   const SumChain<A> chain{ws + W.dq,
                           ws + W.dk,
                           ws + W.dg,
@@ -474,9 +475,10 @@ GDN_HD void backward_block(const Exec& ex, const Dims& d, const BackwardArgs<T>&
     for (int x = tid; x < C * C; x += ex.threads) a[x] = 0;
   }
   ex.sync();
+  const int64_t state0 = d.state_at(seq, hv, 0);
   for (int64_t c = d.steps(seq) - 1; c >= 0; --c) {
     const StepRows rows = step_rows(d, seq, c);
-    const ChunkPlace at{s, hv, h, v0, c, rows.tok, rows.rows, seq};
+    const ChunkPlace at{hv, h, v0, c, rows.tok, rows.rows, state0};
     backward_load(ex, d, args, tiles(), at);
     state_products(ex, d, tiles());
     recompute_vn(ex, d, tiles());

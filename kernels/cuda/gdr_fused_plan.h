@@ -34,21 +34,25 @@ namespace gdn::gdr::fused {
 
 constexpr int kThreads = 256;  // 8 warps per block
 
-// Problem sizes as device code needs them: C the kernel's (sub-)chunk, NT = ceil(T / C) steps and
-// NR = ceil(T / (R C)) residual states of an unpacked row of T tokens, R sub-chunks per chunk of
-// the residual; vt columns of V per block, NVT = V / vt tiles. The grid covers (sequence, value
-// head, V tile); `seqs` gives each sequence's tokens and first chunk (packed: a table; unpacked:
-// B rows of T). Tokens are counted over all B T (qk, vo, gate take one).
+// Problem sizes as device code needs them: C the kernel's (sub-)chunk, NT() = ceil(T / C) steps
+// and NR = ceil(T / (R C)) residual states of an unpacked row of T tokens, R sub-chunks per chunk
+// of the residual; vt columns of V per block, NVT = V / vt tiles. The grid covers (sequence,
+// value head, V tile); seq(n) gives each sequence's tokens and first chunk (packed: the table;
+// unpacked: B rows of T). Tokens are counted over all B T (qk, vo, gate take one).
 struct Dims {
-  int64_t B, T, H, HV, K, V, C, NT, R, NR, G, vt, NVT;
+  int64_t B, T, H, HV, K, V, C, R, NR, G, vt, NVT;
   double scale;
-  int64_t TC;  // the Problem's chunks over all sequences (Problem::total_chunks)
-  cuda_seqs::SeqTable seqs;
+  int64_t N, TC;                    // sequences; the Problem's chunks over all of them
+  const cuda_seqs::SeqSpan* spans;  // packed: the table (device memory); null: B rows of T
+  GDN_HD int64_t NT() const { return (T + C - 1) / C; }
+  GDN_HD cuda_seqs::SeqSpan seq(int64_t n) const {
+    return spans ? spans[n] : cuda_seqs::SeqSpan{n * T, T, n * NR};
+  }
   GDN_HD int64_t qk(int64_t t, int64_t h) const { return (t * H + h) * K; }
   GDN_HD int64_t vo(int64_t t, int64_t hv) const { return (t * HV + hv) * V; }
   GDN_HD int64_t gate(int64_t t, int64_t hv) const { return t * HV + hv; }
-  GDN_HD int64_t slices() const { return seqs.n * HV; }
-  GDN_HD int64_t blocks() const { return seqs.n * HV * NVT; }
+  GDN_HD int64_t slices() const { return N * HV; }
+  GDN_HD int64_t blocks() const { return N * HV * NVT; }
   // Kernel steps of a sequence, and the residual's chunks (R steps each).
   GDN_HD int64_t steps(const cuda_seqs::SeqSpan& q) const { return cuda_seqs::chunks_of(q.len, C); }
   GDN_HD int64_t chunks(const cuda_seqs::SeqSpan& q) const {
@@ -85,23 +89,15 @@ inline int64_t kernel_chunk(const Problem& p, int64_t sub) {
 inline Dims dims_of(const Problem& p, int64_t vt, int64_t sub = 0,
                     const cuda_seqs::SeqSpan* spans = nullptr) {
   const int64_t C = kernel_chunk(p, sub);
-  return Dims{p.B,
-              p.T,
-              p.H,
-              p.HV,
-              p.K,
-              p.V,
-              C,
-              (p.T + C - 1) / C,
-              p.chunk / C,
-              p.num_chunks(),
-              p.group(),
-              vt,
-              p.V / vt,
-              p.scale,
-              p.total_chunks(),
-              cuda_seqs::seq_table(p, spans)};
+  return Dims{p.B,  p.T,      p.H,         p.HV,           p.K,
+              p.V,  C,        p.chunk / C, p.num_chunks(), p.group(),
+              vt,   p.V / vt, p.scale,     p.num_seqs(),   p.total_chunks(),
+              spans};
 }
+// The block code captures Dims by value in many lambdas: over 128 bytes the compiler no longer
+// keeps it in scalars, and the backward kernels' registers grew by a third (halving their
+// resident blocks where shared memory allowed two).
+static_assert(sizeof(Dims) <= 128, "fused::Dims must stay within 128 bytes");
 
 // Bytes of an accumulator for inputs of in_bytes (bf16 accumulates in fp32).
 GDN_HD int64_t acc_bytes_of(int64_t in_bytes) {
