@@ -99,13 +99,12 @@ __device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lan
 }
 
 // The backward of key head h of sequence `seq` (n its index) with the block's scratch at ws.
-// Not inlined: inside the kernel's loop over pairs it would spill registers (one call per pair).
 template <typename T>
-__device__ __noinline__ void backward_key_slice(const Dims& d, const Inputs<T>& in,
-                                                const BackwardArgs<T>& args,
-                                                const RecurrentBackwardLayout& L, acc_t<T>* ws,
-                                                int64_t n, const cuda_seqs::SeqSpan& seq,
-                                                int64_t h) {
+__device__ __forceinline__ void backward_key_slice(const Dims& d, const Inputs<T>& in,
+                                                   const BackwardArgs<T>& args,
+                                                   const RecurrentBackwardLayout& L, acc_t<T>* ws,
+                                                   int64_t n, const cuda_seqs::SeqSpan& seq,
+                                                   int64_t h) {
   using A = acc_t<T>;
   __shared__ A q[kMaxK], k[kMaxK], vr[kMaxV], d_o[kMaxV], du[kMaxV], dr[kMaxV];
   __shared__ A red[kBwdThreads];
@@ -214,9 +213,11 @@ __device__ __noinline__ void backward_key_slice(const Dims& d, const Inputs<T>& 
   __syncthreads();  // the next pair this block takes zeroes dq, dk again
 }
 
-// Block x takes the (sequence, key head) pairs x, x + gridDim.x, ... (one pair unpacked).
+// Block x takes the (sequence, key head) pairs x, x + gridDim.x, ... (one pair unpacked). One
+// resident block per multiprocessor is enough (a block per pair, or the bounded slots): without
+// saying so, ptxas for sm_90 held the loop over pairs to 80 registers and spilled.
 template <typename T>
-__global__ void __launch_bounds__(kBwdThreads)
+__global__ void __launch_bounds__(kBwdThreads, 1)
     backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, RecurrentBackwardLayout L) {
   acc_t<T>* ws = args.workspace + blockIdx.x * L.used;
   for (int64_t kh = blockIdx.x; kh < d.seqs.n * d.H; kh += gridDim.x) {

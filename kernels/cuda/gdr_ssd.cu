@@ -32,13 +32,12 @@ __device__ void load_padded(const T* src, int64_t stride, int64_t rows, int64_t 
 }
 
 // The backward of key head h of sequence `seq` (n its index) with the block's scratch at w.
-// Not inlined: inside the kernel's loop over pairs it would spill registers (one call per pair).
 template <typename T>
-__device__ __noinline__ void ssd_backward_key_slice(const Dims& d, const Inputs<T>& in,
-                                                    const BackwardArgs<T>& args,
-                                                    const SsdBackwardLayout& L, acc_t<T>* w,
-                                                    int64_t n, const cuda_seqs::SeqSpan& seq,
-                                                    int64_t h) {
+__device__ __forceinline__ void ssd_backward_key_slice(const Dims& d, const Inputs<T>& in,
+                                                       const BackwardArgs<T>& args,
+                                                       const SsdBackwardLayout& L, acc_t<T>* w,
+                                                       int64_t n, const cuda_seqs::SeqSpan& seq,
+                                                       int64_t h) {
   using A = acc_t<T>;
   __shared__ A red[kThreads];
   const int tid = threadIdx.x;
@@ -145,9 +144,11 @@ __device__ __noinline__ void ssd_backward_key_slice(const Dims& d, const Inputs<
   __syncthreads();  // the next pair this block takes overwrites the scratch
 }
 
-// Block x takes the (sequence, key head) pairs x, x + gridDim.x, ... (one pair unpacked).
+// Block x takes the (sequence, key head) pairs x, x + gridDim.x, ... (one pair unpacked). One
+// resident block per multiprocessor is enough (a block per pair, or the bounded slots): without
+// saying so, ptxas for sm_90 held the loop over pairs to 80 registers and spilled.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     ssd_backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, SsdBackwardLayout L) {
   acc_t<T>* w = args.workspace + blockIdx.x * L.used;
   for (int64_t kh = blockIdx.x; kh < d.seqs.n * d.H; kh += gridDim.x) {
