@@ -175,6 +175,8 @@ TEST(CudaPacked, FusedMatchesItsEmulationAtEveryTileAndSubChunk) {
   const Data d = make_packed_data(p, Gates::realistic, 17);
   for (int64_t vt : {16, 32, 64})
     for (int64_t sub : {64, 32, 16}) {
+      // the fp32 backward at vt 64 in whole chunks needs 232832 bytes, over an H200's 232448
+      if (vt == 64 && sub == 64) continue;
       const std::string what = "vt " + std::to_string(vt) + " sub " + std::to_string(sub);
       setenv("GDN_FUSED_VT", std::to_string(vt).c_str(), 1);
       setenv("GDN_FUSED_SUB", std::to_string(sub).c_str(), 1);
