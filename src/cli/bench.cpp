@@ -2,12 +2,15 @@
 // and writes the seed's JSON schema (docs/benchmarks/reference/seed-bench-rtx3090-jax.json): per
 // result median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of
 // every gradient against the fp64 recurrent reference, GFLOP/s by docs/design.md's count and the
-// fraction of the device's measured peak. Exit status 2 when any result failed (the JSON, with
-// its error rows, is still written), 1 on an error.
+// fraction of the device's measured peak. Packed sequences (--docs, --doc-lens) add rows that
+// carry their packing ("docs", "doc_lens") and their time against the unpacked row of the same
+// implementation, mode and shape ("vs_unpacked"), which the same run measures. Exit status 2
+// when any result failed (the JSON, with its error rows, is still written), 1 on an error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -40,13 +43,49 @@ struct BenchArgs {
   double min_sample_ms = 20;
   std::string device = "cpu", out, preset;
   bool no_reference = false;
+  std::vector<int64_t> docs;      // --docs: N equal sequences per row, for each N
+  std::vector<int64_t> doc_lens;  // --doc-lens: explicit sequence lengths (their sum is T)
 };
 
 struct Case {
   int64_t B, H, T, D;
   DType dtype;
   int chunk;
+  std::vector<int64_t> cu_seqlens;  // packed sequences (B = 1); empty: unpacked
 };
+
+// The packings of a row of T tokens that the arguments ask for, each as sequence lengths: none
+// (unpacked) first, then --docs N (N equal sequences), then --doc-lens. Errors name the flag.
+std::vector<std::vector<int64_t>> packings(const BenchArgs& a, int64_t T) {
+  std::vector<std::vector<int64_t>> out{{}};
+  for (int64_t n : a.docs) {
+    GDN_CHECK(n >= 1, "--docs ", n, ": the number of sequences must be >= 1");
+    GDN_CHECK(T % n == 0, "--docs ", n, ": T = ", T, " is not divisible into ", n,
+              " equal sequences (choose a --seq divisible by ", n, ", or --doc-lens)");
+    out.push_back(std::vector<int64_t>(size_t(n), T / n));
+  }
+  if (!a.doc_lens.empty()) {
+    int64_t sum = 0;
+    for (int64_t l : a.doc_lens) {
+      GDN_CHECK(l >= 1, "--doc-lens: every length must be >= 1, got ", l);
+      sum += l;
+    }
+    GDN_CHECK(sum == T, "--doc-lens: the lengths sum to ", sum, ", not T = ", T,
+              " (--seq); their sum must be T");
+    out.push_back(a.doc_lens);
+  }
+  if (out.size() > 1)
+    GDN_CHECK(a.batch == 1,
+              "--docs / --doc-lens pack sequences into one row: --batch must be 1, got ", a.batch);
+  return out;
+}
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& lens) {
+  if (lens.empty()) return {};
+  std::vector<int64_t> cu{0};
+  for (int64_t l : lens) cu.push_back(cu.back() + l);
+  return cu;
+}
 
 // Inputs as the layer produces them: k L2-normalised, beta in (0, 1), g <= 0 (log decay).
 struct CaseInputs {
@@ -73,13 +112,14 @@ struct Reference {
   std::vector<double> o, dq, dk, dv, dg, dbeta;
 };
 
-Reference reference(const CaseInputs& in, bool ssd, int chunk) {
+Reference reference(const CaseInputs& in, bool ssd, const Case& c) {
   std::vector<Tensor> x{in.q.detach(), in.k.detach(), in.v.detach(), in.g.detach(),
                         in.beta.detach()};
   for (auto& t : x) t.set_requires_grad(true);
   ops::GdrOptions opt;
   opt.impl = ssd ? gdr::Impl::ssd : gdr::Impl::recurrent;
-  opt.chunk_size = chunk;
+  opt.chunk_size = c.chunk;
+  opt.cu_seqlens = c.cu_seqlens;
   auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], ssd ? Tensor() : x[4], opt);
   r.o.backward(in.d_o);
   Reference ref;
@@ -92,11 +132,20 @@ Reference reference(const CaseInputs& in, bool ssd, int chunk) {
   return ref;
 }
 
-// The fields that name a result row (also of a row that failed).
+// The fields that name a result row (also of a row that failed); packed rows add their number of
+// sequences and their lengths.
 json row_of(const std::string& impl, const std::string& mode, const Case& c) {
-  return {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
-          {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
-          {"chunk_size", c.chunk}};
+  json r = {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
+            {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
+            {"chunk_size", c.chunk}};
+  if (!c.cu_seqlens.empty()) {
+    std::vector<int64_t> lens;
+    for (size_t i = 1; i < c.cu_seqlens.size(); ++i)
+      lens.push_back(c.cu_seqlens[i] - c.cu_seqlens[i - 1]);
+    r["docs"] = int64_t(lens.size());
+    r["doc_lens"] = lens;
+  }
+  return r;
 }
 
 json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
@@ -107,6 +156,7 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
   ops::GdrOptions opt;
   opt.use(impl);
   opt.chunk_size = c.chunk;
+  opt.cu_seqlens = c.cu_seqlens;
   const bool ssd = !impl.delta_rule;
 
   auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), dev); };
@@ -221,15 +271,20 @@ void run(BenchArgs a) {
   std::vector<const gdr::Implementation*> impls;  // unknown names fail before any work
   for (const auto& name : a.impls) impls.push_back(&gdr::find_implementation(name));
   DevicePeak peak = measure_peak(dev);
-  std::vector<Case> cases;
+  std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
   for (const auto& dts : a.dtypes)
     for (int64_t T : a.seqs)
       for (int64_t D : a.dims)
-        for (int C : a.chunks) cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C});
+        for (int C : a.chunks)
+          for (const auto& lens : packings(a, T))
+            cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C, offsets_of(lens)});
   json results = json::array();
   const size_t total = cases.size() * a.impls.size() * a.modes.size();
   size_t done = 0;
+  // The unpacked median of (impl, mode) for the shape being run: packed rows' "vs_unpacked".
+  std::map<std::pair<std::string, std::string>, double> unpacked_ms;
   for (const Case& c : cases) {
+    if (c.cu_seqlens.empty()) unpacked_ms.clear();  // a new shape starts with its unpacked rows
     CaseInputs in = make_inputs(c);
     std::unique_ptr<Reference> ref_gdr, ref_ssd;
     if (!a.no_reference) {
@@ -239,8 +294,8 @@ void run(BenchArgs a) {
           std::any_of(impls.begin(), impls.end(), [](const auto* i) { return i->delta_rule; });
       std::fprintf(stderr, "\r[%zu/%zu] fp64 reference B=%lld H=%lld T=%lld D=%lld...      ", done,
                    total, (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D);
-      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c.chunk));
-      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c.chunk));
+      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c));
+      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c));
     }
     for (const gdr::Implementation* impl : impls)
       for (const auto& mode : a.modes) {
@@ -252,6 +307,12 @@ void run(BenchArgs a) {
         json r;
         try {
           r = run_case(a, c, *impl, mode, in, ref, peak);
+          const auto key = std::make_pair(std::string(impl->name), mode);
+          if (c.cu_seqlens.empty()) {
+            unpacked_ms[key] = double(r["median_ms"]);
+          } else if (unpacked_ms.count(key)) {
+            r["vs_unpacked"] = double(r["median_ms"]) / unpacked_ms[key];
+          }
         } catch (const std::exception& e) {
           r = row_of(impl->name, mode, c);
           r["error"] = e.what();
@@ -264,6 +325,8 @@ void run(BenchArgs a) {
                  {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
                  {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
                  {"repeats", a.repeats}};
+  if (!a.docs.empty()) config["docs"] = a.docs;
+  if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
   json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", results}};
   std::fputs(format_table(results).c_str(), stdout);
   if (!a.out.empty()) {
@@ -311,6 +374,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "write the JSON here");
   cmd->add_option("--preset", a->preset, "seed: the seed benchmark's exact sweep");
   cmd->add_flag("--no-reference", a->no_reference, "skip the fp64 reference (no rel_err)");
+  cmd->add_option("--docs", a->docs,
+                  "also pack N equal sequences into each row (cu_seqlens; B = 1, T divisible by "
+                  "N), for each N; rows report vs_unpacked")
+      ->delimiter(',');
+  cmd->add_option("--doc-lens", a->doc_lens,
+                  "also pack sequences of these lengths (their sum is T; B = 1)")
+      ->delimiter(',');
   cmd->callback([a] { run(*a); });
 }
 
