@@ -166,12 +166,21 @@ struct PackedCase {
   bool h0, dht;
 };
 
+// 70 sequences of 1 to 3 tokens.
+std::vector<int64_t> tiny_lens() {
+  std::vector<int64_t> lens;
+  for (int i = 0; i < 70; ++i) lens.push_back(1 + i % 3);
+  return lens;
+}
+
 const PackedCase kCases[] = {
     // Lengths 1 and 2 beside a chunk less one and two chunks and a bit; GVA.
     {"lens_1_63_2_130_gva", {1, 63, 2, 130}, 2, 4, 16, 24, 64, true, true},
     // Many short sequences, several in the span of one chunk; no initial or final state.
     {"seven_primes_no_states", {5, 7, 11, 13, 17, 19, 23}, 1, 2, 12, 8, 32, false, false},
     {"seven_primes_c16", {5, 7, 11, 13, 17, 19, 23}, 1, 1, 8, 16, 16, true, true},
+    // 140 slices each way, more than detail::kScratchSets: slices share scratch sets in turn.
+    {"many_tiny_shared_scratch", tiny_lens(), 2, 2, 8, 8, 16, true, true},
 };
 
 struct Variant {
@@ -384,6 +393,18 @@ TEST(GdrPackedSizes, ChunksPerSequence) {
   one.T = 130;
   EXPECT_EQ(forward_workspace_elems(p), 4 * forward_workspace_elems(one));
   EXPECT_EQ(backward_workspace_elems(p), 4 * backward_workspace_elems(one));
+  // Beyond 128 slices they share 128 scratch sets: 1000 one-token sequences (4000 value and 2000
+  // key slices) take what 32 sequences do.
+  for (Impl impl : {Impl::recurrent, Impl::fused, Impl::ssd}) {
+    Problem many = packed_problem(std::vector<int64_t>(1000, 1), 2, 4, 16, 24, 64,
+                                  find_implementation(impl_name(impl)));
+    Problem some = packed_problem(std::vector<int64_t>(32, 1), 2, 4, 16, 24, 64,
+                                  find_implementation(impl_name(impl)));
+    EXPECT_EQ(forward_workspace_elems(many), forward_workspace_elems(some)) << impl_name(impl);
+    some.cu_seqlens = offsets(std::vector<int64_t>(64, 1));
+    some.T = 64;
+    EXPECT_EQ(backward_workspace_elems(many), backward_workspace_elems(some)) << impl_name(impl);
+  }
 }
 
 TEST(GdrPackedDeterminism, SameBitsAcrossThreadCounts) {

@@ -64,20 +64,29 @@ inline ChunkAt chunk_at(const Sequences& s, int64_t heads, int64_t i) {
   return ChunkAt{n, r / chunks, r % chunks};
 }
 
+// Scratch sets of a loop over `slices` slices: one per slice up to kScratchSets; beyond that
+// (many packed sequences) the slices take the sets in turn, so scratch stays bounded and warm in
+// cache however many sequences there are.
+inline constexpr int64_t kScratchSets = 128;
+inline int64_t scratch_sets(int64_t slices) {
+  return std::min(slices, kScratchSets);
+}
+
 // Runs body(slice, w) for the value slices (n, value head) (forward) or the key slices
-// (n, key head) (backward) of every sequence in parallel (static schedule, so every sum runs in a
-// fixed order), w the slice's Scratch(slice_problem, base, backward) carved from ws at
-// slice.index * Scratch(slice_problem, nullptr, backward).used.
+// (n, key head) (backward) of every sequence in parallel. Scratch set j (carved from ws at
+// j * Scratch(slice_problem, nullptr, backward).used) runs slices j, j + sets, ... in order, the
+// sets under a static schedule; a slice's sums never cross threads, so results do not depend on
+// the thread count.
 template <class Scratch, typename A, class Body>
 void for_each_slice(const Problem& p, bool backward, A* ws, const Body& body) {
   const Sequences seqs = sequences(p);
   const Problem one = slice_problem(p, seqs);
   const int64_t heads = backward ? p.H : p.HV, n = seqs.count() * heads;
-  const int64_t per_slice = Scratch(one, nullptr, backward).used;
+  const int64_t sets = scratch_sets(n), per_set = Scratch(one, nullptr, backward).used;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const Scratch w(one, ws + i * per_slice, backward);
-    body(slice_of(seqs, heads, i), w);
+  for (int64_t j = 0; j < sets; ++j) {
+    const Scratch w(one, ws + j * per_set, backward);
+    for (int64_t i = j; i < n; i += sets) body(slice_of(seqs, heads, i), w);
   }
 }
 
@@ -285,18 +294,21 @@ GDN_GDR_DECLARE(ssd)
                                       const BackwardArgs<bf16>&);
 
 // Defines the entry points of an implementation that runs every slice with scratch of its own
-// (recurrent, fused, ssd): Scratch<A>(p, base, backward) carves one slice's scratch, and the
+// (recurrent, fused, ssd): Scratch<A>(slice_problem(p, s), base, backward) carves one scratch
+// set (sized by the longest sequence where it depends on T; scratch_sets of them), and the
 // implementation's forward_slice(p, in, out, s, w) runs value Slice s,
 // backward_slice(p, in, args, kh, w) key Slice kh with the value heads of its group
 // (for_each_slice); packed Problems run all their sequences' slices side by side.
 #define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                              \
   int64_t name##_forward_workspace(const Problem& p) {                                       \
     const Sequences s = sequences(p);                                                        \
-    return s.count() * p.HV * Scratch<float>(slice_problem(p, s), nullptr, false).used;      \
+    return scratch_sets(s.count() * p.HV) *                                                  \
+           Scratch<float>(slice_problem(p, s), nullptr, false).used;                         \
   }                                                                                          \
   int64_t name##_backward_workspace(const Problem& p) {                                      \
     const Sequences s = sequences(p);                                                        \
-    return s.count() * p.H * Scratch<float>(slice_problem(p, s), nullptr, true).used;        \
+    return scratch_sets(s.count() * p.H) *                                                   \
+           Scratch<float>(slice_problem(p, s), nullptr, true).used;                          \
   }                                                                                          \
   template <typename T>                                                                      \
   void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) { \
