@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -148,9 +149,31 @@ json row_of(const std::string& impl, const std::string& mode, const Case& c) {
   return r;
 }
 
+// A row's timed call (it holds its own inputs) and its calls per timed sample.
+struct TimedCall {
+  std::function<void()> call;
+  int inner = 1;
+};
+
+// Packed time over unpacked time with the two calls alternating: `repeats` pairs of samples (each
+// side its own calls per sample), the median of the pairs' ratios. Rows run minutes apart on a
+// shared machine whose load drifts; the two samples of a pair run back to back.
+double interleaved_ratio(const TimedCall& packed, const TimedCall& unpacked, int repeats) {
+  std::vector<double> ratios;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    const double u = time_it(unpacked.call, 1, 0, unpacked.inner).median_ms;
+    const double p = time_it(packed.call, 1, 0, packed.inner).median_ms;
+    ratios.push_back(p / u);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+}
+
+// Runs and measures one row; `timed` (when given) receives its timed call.
 json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
               const std::string& mode, const CaseInputs& in64, const Reference* ref,
-              const DevicePeak& peak) {
+              const DevicePeak& peak, TimedCall* timed) {
   const Device dev = parse_device(a.device);
   const bool fwd_bwd = mode == "fwd_bwd";
   ops::GdrOptions opt;
@@ -167,14 +190,12 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
 
   int64_t residual_bytes = 0, temp_peak = 0, total_peak = 0;
   Tensor dq, dk, dv, dg, dbeta, o;
-  auto once = [&](bool measure) {
+  // The warm-up call: correctness (the outputs) and memory.
+  auto measured = [&] {
     std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
                           beta.defined() ? beta.detach() : Tensor()};
-    MemoryStats before;
-    if (measure) {
-      reset_peak_memory(dev);
-      before = memory_stats(dev);
-    }
+    reset_peak_memory(dev);
+    const MemoryStats before = memory_stats(dev);
     if (!fwd_bwd) {
       autograd::NoGradGuard ng;
       o = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o;
@@ -182,25 +203,38 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
       for (auto& t : x)
         if (t.defined()) t.set_requires_grad(true);
       auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
-      if (measure) residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
+      residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
       r.o.backward(d_o);
       o = r.o.detach();
       dq = x[0].grad(), dk = x[1].grad(), dv = x[2].grad(), dg = x[3].grad();
       if (x[4].defined()) dbeta = x[4].grad();
     }
     device_synchronize(dev);
-    if (measure) {
-      MemoryStats s = memory_stats(dev);
-      total_peak = s.peak;
-      // Scratch beyond what was live before, the outputs and the gradients.
-      temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
-                  before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
-    }
+    const MemoryStats s = memory_stats(dev);
+    total_peak = s.peak;
+    // Scratch beyond what was live before, the outputs and the gradients.
+    temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
+                before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
   };
-  once(true);  // warm-up, correctness and memory
+  measured();
   json r = row_of(impl.name, mode, c);
   r["device"] = dev.str();
-  Timing t = time_it([&] { once(false); }, a.repeats, a.min_sample_ms);
+  // The timed call keeps copies of the inputs, so it outlives this function.
+  const std::function<void()> call = [q, k, v, g, beta, d_o, opt, fwd_bwd, dev] {
+    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
+                          beta.defined() ? beta.detach() : Tensor()};
+    if (!fwd_bwd) {
+      autograd::NoGradGuard ng;
+      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
+    } else {
+      for (auto& t : x)
+        if (t.defined()) t.set_requires_grad(true);
+      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o.backward(d_o);
+    }
+    device_synchronize(dev);
+  };
+  Timing t = time_it(call, a.repeats, a.min_sample_ms);
+  if (timed) *timed = TimedCall{call, t.inner};
   r["inner"] = t.inner;
   r["median_ms"] = t.median_ms;
   r["q1_ms"] = t.q1_ms;
@@ -281,10 +315,10 @@ void run(BenchArgs a) {
   json results = json::array();
   const size_t total = cases.size() * a.impls.size() * a.modes.size();
   size_t done = 0;
-  // The unpacked median of (impl, mode) for the shape being run: packed rows' "vs_unpacked".
-  std::map<std::pair<std::string, std::string>, double> unpacked_ms;
+  // The unpacked rows of (impl, mode) for the shape being run, for packed rows' ratios.
+  std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
   for (const Case& c : cases) {
-    if (c.cu_seqlens.empty()) unpacked_ms.clear();  // a new shape starts with its unpacked rows
+    if (c.cu_seqlens.empty()) unpacked.clear();  // a new shape starts with its unpacked rows
     CaseInputs in = make_inputs(c);
     std::unique_ptr<Reference> ref_gdr, ref_ssd;
     if (!a.no_reference) {
@@ -306,12 +340,15 @@ void run(BenchArgs a) {
         const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
         json r;
         try {
-          r = run_case(a, c, *impl, mode, in, ref, peak);
+          TimedCall timed;
+          r = run_case(a, c, *impl, mode, in, ref, peak, &timed);
           const auto key = std::make_pair(std::string(impl->name), mode);
           if (c.cu_seqlens.empty()) {
-            unpacked_ms[key] = double(r["median_ms"]);
-          } else if (unpacked_ms.count(key)) {
-            r["vs_unpacked"] = double(r["median_ms"]) / unpacked_ms[key];
+            unpacked[key] = {double(r["median_ms"]), timed};
+          } else if (unpacked.count(key)) {
+            // The ratio of the rows' medians, and the drift-free one of alternating calls.
+            r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+            r["vs_unpacked"] = interleaved_ratio(timed, unpacked[key].second, a.repeats);
           }
         } catch (const std::exception& e) {
           r = row_of(impl->name, mode, c);

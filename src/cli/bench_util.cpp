@@ -36,12 +36,15 @@ std::string cpu_model() {
 }
 }  // namespace
 
-Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms) {
+Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms, int inner) {
   Timing t;
-  double t0 = now_ms();
-  fn();
-  double one = std::max(now_ms() - t0, 1e-3);
-  t.inner = std::max(1, int(std::ceil(min_sample_ms / one)));
+  t.inner = inner;
+  if (inner < 1) {
+    double t0 = now_ms();
+    fn();
+    double one = std::max(now_ms() - t0, 1e-3);
+    t.inner = std::max(1, int(std::ceil(min_sample_ms / one)));
+  }
   std::vector<double> samples;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
     double s = now_ms();
