@@ -81,8 +81,8 @@ void validate(const Problem& p) {
     fail("HV (" + std::to_string(p.HV) + ") must be a multiple of H (" + std::to_string(p.H) + ")");
   if (p.chunk != 16 && p.chunk != 32 && p.chunk != 64)
     fail("chunk size " + std::to_string(p.chunk) + " is not supported (expected 16, 32 or 64)");
-  if (p.K > 256) fail("K = " + std::to_string(p.K) + " exceeds the maximum head dim 256");
-  if (p.V > 256) fail("V = " + std::to_string(p.V) + " exceeds the maximum head dim 256");
+  if (p.K > 256) fail("K = " + std::to_string(p.K) + " exceeds the maximum key head dim 256");
+  if (p.V > 512) fail("V = " + std::to_string(p.V) + " exceeds the maximum value head dim 512");
   if (!std::isfinite(p.scale) || p.scale == 0)
     fail("scale must be finite and nonzero, got " + std::to_string(p.scale));
   if (p.packed()) validate_cu_seqlens(p.cu_seqlens, p.B, p.T);

@@ -17,14 +17,15 @@ int64_t cpu_size(const Problem& p, int64_t /*in_bytes*/) {
   return Size(p);
 }
 
-// detail::NAME_forward / NAME_backward for every input type, with their workspace sizes.
+// detail::NAME_forward / NAME_backward for every input type, with their workspace sizes; every
+// CPU kernel runs packed sequences (cu_seqlens) itself, their slices side by side.
 #define GDN_GDR_CPU_KERNELS(NAME)                                         \
   CpuKernels {                                                            \
     {{&detail::NAME##_forward<float>, &detail::NAME##_backward<float>},   \
      {&detail::NAME##_forward<double>, &detail::NAME##_backward<double>}, \
      {&detail::NAME##_forward<bf16>, &detail::NAME##_backward<bf16>}},    \
         &cpu_size<&detail::NAME##_forward_workspace>,                     \
-        &cpu_size<&detail::NAME##_backward_workspace>                     \
+        &cpu_size<&detail::NAME##_backward_workspace>, /*packed=*/true    \
   }
 
 #if defined(GDN_WITH_CUDA)

@@ -240,29 +240,40 @@ GradcheckReport run_layer_gradcheck(const std::string& name, uint64_t seed, int6
   return it->second(seed + 5);
 }
 
+// Every implementation, alone and with packed sequences ("NAME_packed": cu_seqlens).
 std::vector<std::string> kernel_gradcheck_names() {
   std::vector<std::string> names;
-  for (const gdr::Implementation& i : gdr::implementations()) names.push_back(i.name);
+  for (const gdr::Implementation& i : gdr::implementations()) {
+    names.push_back(i.name);
+    names.push_back(std::string(i.name) + "_packed");
+  }
   return names;
 }
 
-GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed) {
+GradcheckReport run_kernel_gradcheck(const std::string& name, uint64_t seed) {
+  const std::string suffix = "_packed";
+  const bool packed = name.size() > suffix.size() &&
+                      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string impl = packed ? name.substr(0, name.size() - suffix.size()) : name;
   const gdr::Implementation* entry = nullptr;
   try {
     entry = &gdr::find_implementation(impl);
   } catch (const std::invalid_argument&) {
-    GDN_FAIL("unknown kernel '", impl, "' (known: ", gdr::implementation_names(), ")");
+    GDN_FAIL("unknown kernel '", name, "' (known: ", gdr::implementation_names(),
+             ", each also as NAME_packed)");
   }
   ops::GdrOptions opt;
   opt.use(*entry);
   opt.chunk_size = 16;
   opt.output_final_state = true;
+  // Packed: sequences of 3, 17 (across a chunk boundary) and 4 tokens, each from its own h0 row.
+  if (packed) opt.cu_seqlens = {0, 3, 20, 24};
+  const int64_t T = packed ? 24 : 21, N = packed ? 3 : 1;
   const bool ssd = !entry->delta_rule;
   Generator g(seed + 77);
-  // B=1, T=21 (a partial second chunk), H=1, HV=2 (GVA), K=4, V=3, with h0.
-  std::vector<Tensor> in = {input({1, 21, 1, 4}, g), input({1, 21, 1, 4}, g),
-                            input({1, 21, 2, 3}, g), input({1, 21, 2}, g),
-                            input({1, 21, 2}, g),    input({1, 2, 4, 3}, g)};
+  // B=1, T=21 (a partial second chunk) or the packed 24, H=1, HV=2 (GVA), K=4, V=3, with h0.
+  std::vector<Tensor> in = {input({1, T, 1, 4}, g), input({1, T, 1, 4}, g), input({1, T, 2, 3}, g),
+                            input({1, T, 2}, g),    input({1, T, 2}, g),    input({N, 2, 4, 3}, g)};
   std::vector<std::string> names = {"q", "k", "v", "g", "beta", "h0"};
   if (ssd) in[4] = in[4].detach();  // unused by ssd
   autograd::MultiFn f = [opt, ssd](const std::vector<Tensor>& x) {
@@ -275,7 +286,7 @@ GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed) {
   };
   autograd::GradcheckOptions o;
   o.seed = seed;
-  return autograd::gradcheck("kernel " + impl, f, in, names, o);
+  return autograd::gradcheck("kernel " + name, f, in, names, o);
 }
 
 }  // namespace gdn::nn

@@ -14,9 +14,9 @@ std::vector<std::string> layer_gradcheck_names();
 autograd::GradcheckReport run_layer_gradcheck(const std::string& name, uint64_t seed = 0,
                                               int64_t max_elements = 24);
 
-// Kernel checks: one per implementation (the registry's: recurrent, chunked, chunked_fat, fused,
-// ssd).
+// Kernel checks: two per implementation (the registry's: recurrent, chunked, chunked_fat, fused,
+// ssd): NAME on one sequence, NAME_packed on three packed ones (cu_seqlens).
 std::vector<std::string> kernel_gradcheck_names();
-autograd::GradcheckReport run_kernel_gradcheck(const std::string& impl, uint64_t seed = 0);
+autograd::GradcheckReport run_kernel_gradcheck(const std::string& name, uint64_t seed = 0);
 
 }  // namespace gdn::nn

@@ -63,14 +63,18 @@ TEST(BadConfig, EmptyOrCommentOnlyIsRefusedWithAMinimalConfig) {
       "(from --set): train.steps must be an integer"));
 }
 
-TEST(BadConfig, FlasDefaultHeadsAreRefusedNamingTheKeys) {
-  // fla's defaults: head_dim 256 x expand_v 2 = value heads of 512, beyond the kernels' 256.
-  train::RunConfig c = train::parse_run_config("train:\n  steps: 3\n", "d.yaml");
+TEST(BadConfig, HeadsBeyondTheKernelsAreRefusedNamingTheKeys) {
+  // fla's defaults (head_dim 256 x expand_v 2 = value heads of 512) run; expand_v 4 gives value
+  // heads of 1024, beyond the kernels' 512.
+  EXPECT_NO_THROW(
+      train::check_kernel_limits(train::parse_run_config("train:\n  steps: 3\n", "d.yaml")));
+  train::RunConfig c =
+      train::parse_run_config("model:\n  expand_v: 4\ntrain:\n  steps: 3\n", "d.yaml");
   const std::string e = error_of([&] { train::check_kernel_limits(c); });
   EXPECT_TRUE(contains(e, "d.yaml")) << e;
   EXPECT_TRUE(contains(e, "model.head_dim=256")) << e;
-  EXPECT_TRUE(contains(e, "model.expand_v=2")) << e;
-  EXPECT_TRUE(contains(e, "512")) << e;
+  EXPECT_TRUE(contains(e, "model.expand_v=4")) << e;
+  EXPECT_TRUE(contains(e, "1024")) << e;
   EXPECT_EQ(error_of([&] { train::check_run_fits(c, Device::cpu()); }), e);
 }
 

@@ -401,7 +401,7 @@ TEST(GdrValidate, RejectsBadProblems) {
   });
   expect_invalid(good, "48", [](Problem& p) { p.chunk = 48; });
   expect_invalid(good, "K = 300", [](Problem& p) { p.K = 300; });
-  expect_invalid(good, "V = 512", [](Problem& p) { p.V = 512; });
+  expect_invalid(good, "V = 600", [](Problem& p) { p.V = 600; });
   expect_invalid(good, "scale", [](Problem& p) { p.scale = 0; });
   expect_invalid(good, "T must be >= 1", [](Problem& p) { p.T = 0; });
   // The dispatchers validate too, and name missing pointers.

@@ -40,34 +40,35 @@ struct ChunkPVn {
   int64_t ld_vn;
 };
 
-// The forward of value slice s = (b, hv), with the tiles of w (S, kq, gamma, e, qg, o): S from h0
-// (or zero); chunk by chunk, the chunk-start state into the residual, chunk_pvn(p, in, b, hv, t0,
-// len, w) loads the chunk and forms its P and Vn, then output_and_next_state; ht = S at the end.
+// The forward of value slice s = (sequence, hv), with the tiles of w (S, kq, gamma, e, qg, o): S
+// from its h0 row (or zero); chunk by chunk, the chunk-start state into the residual,
+// chunk_pvn(p, in, hv, t0, len, w) loads the chunk at token t0 and forms its P and Vn, then
+// output_and_next_state; its ht row = S at the end.
 template <typename T, class W, class ChunkPVnOf>
-void forward_walk(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                  const W& w, const ChunkPVnOf& chunk_pvn) {
+void forward_walk(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                  const Slice& s, const W& w, const ChunkPVnOf& chunk_pvn) {
   using A = acc_t<T>;
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks();
-  const int64_t b = s / p.HV, hv = s % p.HV;
-  copy_or_zero(w.S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
-  for (int64_t c = 0; c < NT; ++c) {
-    const int64_t t0 = c * C, len = std::min<int64_t>(C, p.T - t0);
-    std::memcpy(out.residual + (s * NT + c) * KV, w.S, KV * sizeof(A));
-    const ChunkPVn<A> x = chunk_pvn(p, in, b, hv, t0, len, w);
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, hv = s.head;
+  copy_or_zero(w.S, p.has_h0 ? in.h0 + s.index * KV : nullptr, KV);
+  for (int64_t c = 0; c < s.chunks; ++c) {
+    const int64_t t0 = s.chunk_token(C, c), len = s.chunk_rows(C, c);
+    std::memcpy(out.residual + s.tile(p.HV, hv, c) * KV, w.S, KV * sizeof(A));
+    const ChunkPVn<A> x = chunk_pvn(p, in, hv, t0, len, w);
     output_and_next_state(p, w.kq, w.kq + C * K, w.gamma, w.e, x.P, x.vn, x.ld_vn, w.qg, w.o, w.S,
-                          len, out.o + vo_offset(p, b, t0, hv), p.HV * V);
+                          len, out.o + vo_offset(p, t0, hv), p.HV * V);
   }
-  if (p.want_ht) std::memcpy(out.ht + s * KV, w.S, KV * sizeof(A));
+  if (p.want_ht) std::memcpy(out.ht + s.index * KV, w.S, KV * sizeof(A));
 }
 
-// Loads [k; scale q] of the chunk at t0 of key head h (rows past T zero) into kq (2C x K) and
-// forms [K K^T; Q K^T] (2C x C) into kqk, or Q K^T alone (C x C) without the delta rule (ssd).
+// Loads [k; scale q] of the chunk at token t0 of key head h (len real rows, the rest zero) into
+// kq (2C x K) and forms [K K^T; Q K^T] (2C x C) into kqk, or Q K^T alone (C x C) without the
+// delta rule (ssd).
 template <typename T, typename A>
-void load_keys(const Problem& p, const Inputs<T>& in, int64_t b, int64_t h, int64_t t0, int64_t len,
+void load_keys(const Problem& p, const Inputs<T>& in, int64_t h, int64_t t0, int64_t len,
                bool with_kk, A* kq, A* kqk) {
   const int64_t C = p.chunk, K = p.K;
-  load_rows(in.k + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(1), kq, K);
-  load_rows(in.q + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
+  load_rows(in.k + qk_offset(p, t0, h), p.H * K, len, K, C, A(1), kq, K);
+  load_rows(in.q + qk_offset(p, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
   if (with_kk) {
     cpu::gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), kqk, C);
   } else {
@@ -75,30 +76,31 @@ void load_keys(const Problem& p, const Inputs<T>& in, int64_t b, int64_t h, int6
   }
 }
 
-// The backward of key slice kh = (b, h): the dS' of the group's value heads (w.dS,
-// group x K x V) start from dht; then chunk by chunk in reverse, the keys (load_keys into w.kq
-// and kqk), and value_head(p, in, args, b, h, j, c, t0, len, w) adds value head j's part to
-// w.dqk = [dQ; dK] (2C x K) and leaves its dS in w.dS_new; dqk is stored once per chunk
-// (dq = scale dQ): the sum over the group in a fixed order. The dS' end as dh0.
+// The backward of key slice kh = (sequence n, key head h): the dS' of the group's value heads
+// (w.dS, group x K x V) start from their dht rows; then chunk by chunk in reverse, the keys
+// (load_keys into w.kq and kqk), and value_head(p, in, args, h, j, S, t0, len, w) adds value head
+// j's part to w.dqk = [dQ; dK] (2C x K) and leaves its dS in w.dS_new (S: the chunk-start state of
+// value head j in the residual); dqk is stored once per chunk (dq = scale dQ): the sum over the
+// group in a fixed order. The dS' end as the dh0 rows.
 template <typename T, typename A, class W, class ValueHead>
-void backward_walk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
-                   bool with_kk, A* kqk, const W& w, const ValueHead& value_head) {
-  const int64_t C = p.chunk, K = p.K, KV = K * p.V, NT = p.num_chunks();
-  const int64_t b = kh / p.H, h = kh % p.H,
-                s0 = b * p.HV + h * p.group();  // first value slice
+void backward_walk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                   const Slice& kh, bool with_kk, A* kqk, const W& w, const ValueHead& value_head) {
+  const int64_t C = p.chunk, K = p.K, KV = K * p.V, h = kh.head;
+  const int64_t hv0 = h * p.group(), s0 = kh.n * p.HV + hv0;  // first value head, its row
   for (int64_t j = 0; j < p.group(); ++j)
     copy_or_zero(w.dS + j * KV, args.dht ? args.dht + (s0 + j) * KV : nullptr, KV);
-  for (int64_t c = NT - 1; c >= 0; --c) {
-    const int64_t t0 = c * C, len = std::min<int64_t>(C, p.T - t0);
-    load_keys(p, in, b, h, t0, len, with_kk, w.kq, kqk);
+  for (int64_t c = kh.chunks - 1; c >= 0; --c) {
+    const int64_t t0 = kh.chunk_token(C, c), len = kh.chunk_rows(C, c);
+    load_keys(p, in, h, t0, len, with_kk, w.kq, kqk);
     std::memset(w.dqk, 0, 2 * C * K * sizeof(A));
     for (int64_t j = 0; j < p.group(); ++j) {
-      value_head(p, in, args, b, h, j, c, t0, len, w);
+      const A* S = args.residual + kh.tile(p.HV, hv0 + j, c) * KV;
+      value_head(p, in, args, h, j, S, t0, len, w);
       std::memcpy(w.dS + j * KV, w.dS_new,
                   KV * sizeof(A));  // dS' of chunk c - 1
     }
-    store_rows(w.dqk, K, len, K, A(p.scale), args.dq + qk_offset(p, b, t0, h), p.H * K);
-    store_rows(w.dqk + C * K, K, len, K, A(1), args.dk + qk_offset(p, b, t0, h), p.H * K);
+    store_rows(w.dqk, K, len, K, A(p.scale), args.dq + qk_offset(p, t0, h), p.H * K);
+    store_rows(w.dqk + C * K, K, len, K, A(1), args.dk + qk_offset(p, t0, h), p.H * K);
   }
   if (p.has_h0) std::memcpy(args.dh0 + s0 * KV, w.dS, p.group() * KV * sizeof(A));
 }

@@ -21,27 +21,27 @@ namespace {
 
 using cpu::gemm;
 
-// The buffers, every one [slice][NT][chunk tile], are the CUDA kernels' layout
-// (kernels/gdr_workspace_layout.h) with Vn over U under `minimal`.
+// The buffers, every one [sequence][head][chunk] of chunk tiles (detail::chunk_tile), are the
+// CUDA kernels' layout (kernels/gdr_workspace_layout.h) with Vn over U under `minimal`.
 template <typename A>
 using Buffers = ChunkedLayout<A>;
 
-// The tiles of value chunk i = (slice s, chunk c) and of its key chunk.
+// The tiles of value chunk i (chunk c of value head hv of sequence n) and of its key chunk.
 template <typename A>
 struct Tiles {
-  int64_t i, s, c, b, hv, t0, len, go;
+  int64_t i, n, hv, c, t0, len, go;
   const A *k, *qs, *KK, *QK;
   A *v, *G, *gamma, *e, *beta, *a, *P, *x, *wu, *qg, *ke, *vn;
-  Tiles(const Problem& p, const Buffers<A>& w, int64_t index) : i(index) {
-    const int64_t C = p.chunk, K = p.K, V = p.V, NT = p.num_chunks();
-    s = i / NT;
-    c = i % NT;
-    b = s / p.HV;
-    hv = s % p.HV;
-    t0 = c * C;
-    len = std::min(C, p.T - t0);
-    go = gate_offset(p, b, t0, hv);
-    const int64_t ki = (b * p.H + hv / p.group()) * NT + c;
+  Tiles(const Problem& p, const Sequences& seqs, const Buffers<A>& w, int64_t index) : i(index) {
+    const int64_t C = p.chunk, K = p.K, V = p.V;
+    const ChunkAt at = chunk_at(seqs, p.HV, i);
+    n = at.n;
+    hv = at.head;
+    c = at.c;
+    t0 = seqs.token[n] + c * C;
+    len = std::min(C, seqs.token[n + 1] - t0);
+    go = gate_offset(p, t0, hv);
+    const int64_t ki = chunk_tile(seqs.chunk[n], seqs.chunks(n), p.H, hv / p.group(), c);
     k = w.kq + ki * 2 * C * K;
     qs = k + C * K;
     KK = w.kqk + ki * 2 * C * C;
@@ -63,15 +63,15 @@ struct Tiles {
 
 // Loads q, k of every key chunk, padded;  [KK; QK] = [k; q] k^T.
 template <typename T, typename A>
-void load_keys(const Problem& p, const Inputs<T>& in, const Buffers<A>& w) {
-  const int64_t C = p.chunk, K = p.K, NT = p.num_chunks();
+void load_keys(const Problem& p, const Sequences& seqs, const Inputs<T>& in, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.H * NT; ++i) {
-    const int64_t ks = i / NT, c = i % NT, b = ks / p.H, h = ks % p.H;
-    const int64_t t0 = c * C, len = std::min(C, p.T - t0);
+  for (int64_t i = 0; i < p.H * seqs.total_chunks(); ++i) {
+    const ChunkAt at = chunk_at(seqs, p.H, i);
+    const int64_t t0 = seqs.token[at.n] + at.c * C, len = std::min(C, seqs.token[at.n + 1] - t0);
     A* kq = w.kq + i * 2 * C * K;
-    load_rows(in.k + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(1), kq, K);
-    load_rows(in.q + qk_offset(p, b, t0, h), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
+    load_rows(in.k + qk_offset(p, t0, at.head), p.H * K, len, K, C, A(1), kq, K);
+    load_rows(in.q + qk_offset(p, t0, at.head), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
     gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), w.kqk + i * 2 * C * C, C);
   }
 }
@@ -83,7 +83,7 @@ template <typename T, typename A>
 void prepare_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, const Buffers<A>& w,
                    const Tiles<A>& t, bool have_a, A* gam) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
-  const int64_t vo = vo_offset(p, t.b, t.t0, t.hv);
+  const int64_t vo = vo_offset(p, t.t0, t.hv);
   load_rows(in.v + vo, p.HV * V, t.len, V, C, A(1), t.v, V);
   if (d_o) load_rows(d_o + vo, p.HV * V, t.len, V, C, A(1), w.d_o + t.i * C * V, V);
   load_gates(in.g + t.go, in.beta + t.go, p.HV, t.len, C, t.G, t.gamma, t.e, t.beta);
@@ -124,20 +124,22 @@ void copy_u(const Problem& p, const Buffers<A>& w, const Tiles<A>& t) {
 
 // ---- forward ----------------------------------------------------------------------------------
 
-// The recurrence over chunks, per slice: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
+// The recurrence over the chunks of each value slice (sequence, value head), from its h0 row to
+// its ht row: Vn = U - W S;  S' = gamma_C S + (e K)^T Vn.
 template <typename T, typename A>
-void forward_recurrence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                        const Buffers<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
+void forward_recurrence(const Problem& p, const Sequences& seqs, const Inputs<T>& in,
+                        const ForwardOutputs<T>& out, const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
 #pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < p.B * p.HV; ++s) {
-    A* S = out.residual + s * NT * KV;
-    copy_or_zero(S, p.has_h0 ? in.h0 + s * KV : nullptr, KV);
-    for (int64_t c = 0; c < NT; ++c) {
-      const Tiles<A> t(p, w, s * NT + c);
+  for (int64_t si = 0; si < seqs.count() * p.HV; ++si) {
+    const Slice s = slice_of(seqs, p.HV, si);
+    A* S = out.residual + s.tile(p.HV, s.head, 0) * KV;
+    copy_or_zero(S, p.has_h0 ? in.h0 + si * KV : nullptr, KV);
+    for (int64_t c = 0; c < s.chunks; ++c) {
+      const Tiles<A> t(p, seqs, w, s.tile(p.HV, s.head, c));
       copy_u(p, w, t);
       gemm(false, false, C, V, K, A(-1), t.wu, KpV, S, V, A(1), t.vn, w.ld_vn);
-      A* S_next = c + 1 < NT ? S + KV : (p.want_ht ? out.ht + s * KV : nullptr);
+      A* S_next = c + 1 < s.chunks ? S + KV : (p.want_ht ? out.ht + si * KV : nullptr);
       if (!S_next) break;
       const A gamma_c = t.gamma[C - 1];
       for (int64_t l = 0; l < KV; ++l) S_next[l] = gamma_c * S[l];
@@ -149,15 +151,16 @@ void forward_recurrence(const Problem& p, const Inputs<T>& in, const ForwardOutp
 
 // O = (gamma Q) S + P Vn per chunk, into the v tile (v is no longer needed), stored.
 template <typename T, typename A>
-void store_outputs(const Problem& p, const ForwardOutputs<T>& out, const Buffers<A>& w) {
+void store_outputs(const Problem& p, const Sequences& seqs, const ForwardOutputs<T>& out,
+                   const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i) {
-    const Tiles<A> t(p, w, i);
+  for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
+    const Tiles<A> t(p, seqs, w, i);
     A* o = t.v;
     gemm(false, false, C, V, K, A(1), t.qg, K, out.residual + i * KV, V, A(0), o, V);
     gemm(false, false, C, V, C, A(1), t.P, C, t.vn, w.ld_vn, A(1), o, V);
-    store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.b, t.t0, t.hv), p.HV * V);
+    store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.t0, t.hv), p.HV * V);
   }
 }
 
@@ -167,13 +170,13 @@ void store_outputs(const Problem& p, const ForwardOutputs<T>& out, const Buffers
 // dVn = P^T dO (+ diag(e) K dS' in state_grad_recurrence), in the right columns of dWU;
 // dSloc = (gamma Q)^T dO.
 template <typename T, typename A>
-void recompute_chunks(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                      const Buffers<A>& w) {
+void recompute_chunks(const Problem& p, const Sequences& seqs, const Inputs<T>& in,
+                      const BackwardArgs<T>& args, const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
   const bool have_a = p.residual == Residual::full;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i) {
-    const Tiles<A> t(p, w, i);
+  for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
+    const Tiles<A> t(p, seqs, w, i);
     prepare_chunk(p, in, args.d_o, w, t, have_a, w.gam + i * C * C);
     copy_u(p, w, t);  // under `full` U stays in the residual: Vn has its own tiles
     gemm(false, false, C, V, K, A(-1), t.wu, KpV, args.residual + i * KV, V, A(1), t.vn, w.ld_vn);
@@ -183,19 +186,22 @@ void recompute_chunks(const Problem& p, const Inputs<T>& in, const BackwardArgs<
   }
 }
 
-// The recurrence in reverse: dVn += diag(e) K dS';  dS = gamma_C dS' + dSloc - W^T dVn.
+// The recurrence in reverse over the chunks of each value slice (sequence, value head), from its
+// dht row to its dh0 row: dVn += diag(e) K dS';  dS = gamma_C dS' + dSloc - W^T dVn.
 // dSend[c] keeps dS' of chunk c; dSloc[c] becomes dS of chunk c (= dS' of chunk c - 1).
 template <typename T, typename A>
-void state_grad_recurrence(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, NT = p.num_chunks(), KpV = K + V;
+void state_grad_recurrence(const Problem& p, const Sequences& seqs, const BackwardArgs<T>& args,
+                           const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
 #pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < p.B * p.HV; ++s) {
-    for (int64_t c = NT - 1; c >= 0; --c) {
-      const int64_t i = s * NT + c;
+  for (int64_t si = 0; si < seqs.count() * p.HV; ++si) {
+    const Slice s = slice_of(seqs, p.HV, si);
+    for (int64_t c = s.chunks - 1; c >= 0; --c) {
+      const int64_t i = s.tile(p.HV, s.head, c);
       A* dSp = w.dSend + i * KV;
       // dS' of chunk c: dS of chunk c + 1, or dht after the last chunk (zero without it)
       const A* next =
-          c + 1 < NT ? w.dSloc + (i + 1) * KV : (args.dht ? args.dht + s * KV : nullptr);
+          c + 1 < s.chunks ? w.dSloc + (i + 1) * KV : (args.dht ? args.dht + si * KV : nullptr);
       copy_or_zero(dSp, next, KV);
       A* dvn = w.dwu + i * C * KpV + K;
       gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn, KpV);
@@ -204,7 +210,8 @@ void state_grad_recurrence(const Problem& p, const BackwardArgs<T>& args, const 
       const A gamma_c = w.gamma[i * C + C - 1];
       for (int64_t l = 0; l < KV; ++l) dS[l] += gamma_c * dSp[l];
     }
-    if (p.has_h0) std::memcpy(args.dh0 + s * KV, w.dSloc + s * NT * KV, KV * sizeof(A));
+    if (p.has_h0)
+      std::memcpy(args.dh0 + si * KV, w.dSloc + s.tile(p.HV, s.head, 0) * KV, KV * sizeof(A));
   }
 }
 
@@ -261,7 +268,7 @@ void chunk_grads(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>
     dbeta[r] = gamma[r] * xk + dot(dxw + K, v + r * V, V);
     dG[r] += bg * xk;
     if (r < t.len)
-      store_rows(dxw + K, KpV, 1, V, beta[r], args.dv + vo_offset(p, t.b, t.t0 + r, t.hv), V);
+      store_rows(dxw + K, KpV, 1, V, beta[r], args.dv + vo_offset(p, t.t0 + r, t.hv), V);
     bsym[r * C + r] = 0;
     // X = dP o P (strictly lower; the diagonal cancels);  dPG = dP o Gam
     for (int64_t l = 0; l < r; ++l) X[r * C + l] = dP[r * C + l] * P[r * C + l];
@@ -287,26 +294,29 @@ void chunk_grads(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>
 
 // Sum over the value heads of each group, in order: dq = scale sum_j dQ_j, dk = sum_j dK_j.
 template <typename T, typename A>
-void sum_group_grads(const Problem& p, const BackwardArgs<T>& args, const Buffers<A>& w) {
-  const int64_t C = p.chunk, K = p.K, NT = p.num_chunks();
+void sum_group_grads(const Problem& p, const Sequences& seqs, const BackwardArgs<T>& args,
+                     const Buffers<A>& w) {
+  const int64_t C = p.chunk, K = p.K;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.H * NT; ++i) {
-    const int64_t ks = i / NT, c = i % NT, b = ks / p.H, h = ks % p.H, t0 = c * C;
-    const int64_t len = std::min(C, p.T - t0);
-    const int64_t first = (b * p.HV + h * p.group()) * NT + c;  // value chunk of j = 0
-    A sum_q[256], sum_k[256];                                   // one row at a time (K <= 256)
+  for (int64_t i = 0; i < p.H * seqs.total_chunks(); ++i) {
+    const ChunkAt at = chunk_at(seqs, p.H, i);
+    const int64_t chunks = seqs.chunks(at.n), h = at.head;
+    const int64_t t0 = seqs.token[at.n] + at.c * C, len = std::min(C, seqs.token[at.n + 1] - t0);
+    // the value chunk of j = 0; value head j's is `chunks` tiles further
+    const int64_t first = chunk_tile(seqs.chunk[at.n], chunks, p.HV, h * p.group(), at.c);
+    A sum_q[256], sum_k[256];  // one row at a time (K <= 256)
     for (int64_t r = 0; r < len; ++r) {
       for (int64_t l = 0; l < K; ++l) sum_q[l] = sum_k[l] = 0;
       for (int64_t j = 0; j < p.group(); ++j) {
-        const A* dq_row = w.dqk + ((first + j * NT) * 2 * C + r) * K;
+        const A* dq_row = w.dqk + ((first + j * chunks) * 2 * C + r) * K;
         const A* dk_row = dq_row + C * K;
         for (int64_t l = 0; l < K; ++l) {
           sum_q[l] += dq_row[l];
           sum_k[l] += dk_row[l];
         }
       }
-      store_rows(sum_q, K, 1, K, A(p.scale), args.dq + qk_offset(p, b, t0 + r, h), K);
-      store_rows(sum_k, K, 1, K, A(1), args.dk + qk_offset(p, b, t0 + r, h), K);
+      store_rows(sum_q, K, 1, K, A(p.scale), args.dq + qk_offset(p, t0 + r, h), K);
+      store_rows(sum_k, K, 1, K, A(1), args.dk + qk_offset(p, t0 + r, h), K);
     }
   }
 }
@@ -323,33 +333,35 @@ int64_t chunked_backward_workspace(const Problem& p) {
 template <typename T>
 void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
   using A = acc_t<T>;
+  const Sequences seqs = sequences(p);
   const Buffers<A> w(p, out.workspace, out.residual, false, ChunkedSide::cpu);
-  load_keys(p, in, w);
+  load_keys(p, seqs, in, w);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * p.num_chunks(); ++i)
-    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, w, i), false,
+  for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i)
+    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, seqs, w, i), false,
                   static_cast<A*>(nullptr));
-  forward_recurrence(p, in, out, w);
-  store_outputs(p, out, w);
+  forward_recurrence(p, seqs, in, out, w);
+  store_outputs(p, seqs, out, w);
 }
 
 template <typename T>
 void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
   using A = acc_t<T>;
-  const int64_t KV = p.K * p.V, NT = p.num_chunks();
+  const int64_t KV = p.K * p.V;
+  const Sequences seqs = sequences(p);
   const Buffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true, ChunkedSide::cpu);
-  load_keys(p, in, w);
-  recompute_chunks(p, in, args, w);
-  state_grad_recurrence(p, args, w);
+  load_keys(p, seqs, in, w);
+  recompute_chunks(p, seqs, in, args, w);
+  state_grad_recurrence(p, seqs, args, w);
   // Everything else is chunk-local.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < p.B * p.HV * NT; ++i) {
-    const Tiles<A> t(p, w, i);
+  for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
+    const Tiles<A> t(p, seqs, w, i);
     const A *S = args.residual + i * KV, *dSp = w.dSend + i * KV;
     chunk_products(p, w, t, S, dSp);
     chunk_grads(p, args, w, t, S, dSp);
   }
-  sum_group_grads(p, args, w);
+  sum_group_grads(p, seqs, args, w);
 }
 
 GDN_GDR_INSTANTIATE(chunked)

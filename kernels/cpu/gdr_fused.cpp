@@ -2,11 +2,11 @@
 // chunk-local matrix in small per-slice buffers (a few C x K tiles, cache resident), no
 // full-length intermediates. GEMMs (single-threaded inside the parallel region) do the products.
 //
-// Forward: threads over (b, value head). Backward: threads over (b, key head) with the value
-// heads of the group inside, chunk-major, so dq and dk of a chunk are summed over the group in a
-// fixed order in an fp32/fp64 tile before they are stored. The chunk-start states come from the
-// residual (`minimal` policy); everything else is recomputed per chunk. Math: docs/design.md, "The
-// gated delta rule".
+// Forward: threads over (sequence, value head). Backward: threads over (sequence, key head) with
+// the value heads of the group inside, chunk-major, so dq and dk of a chunk are summed over the
+// group in a fixed order in an fp32/fp64 tile before they are stored. The chunk-start states come
+// from the residual (`minimal` policy); everything else is recomputed per chunk. Math:
+// docs/design.md, "The gated delta rule".
 #include <algorithm>
 #include <cstring>
 
@@ -18,10 +18,10 @@ namespace {
 
 using cpu::gemm;
 
-// The scratch of one slice: forward per (b, value head), backward per (b, key head) with the tiles
-// of one value head reused across the group. kq = [k; scale q] (2C x K), kqk = [K K^T; Q K^T]
-// (2C x C; in the forward its lower half becomes P), x = [Xw | Xu], wu = [W | U] whose U columns
-// become Vn.
+// The scratch of one slice: forward per (sequence, value head), backward per (sequence, key head)
+// with the tiles of one value head reused across the group. kq = [k; scale q] (2C x K), kqk = [K
+// K^T; Q K^T] (2C x C; in the forward its lower half becomes P), x = [Xw | Xu], wu = [W | U] whose
+// U columns become Vn.
 template <typename A>
 struct Scratch {
   // both directions
@@ -80,13 +80,13 @@ void form_x(int64_t C, int64_t K, int64_t V, const A* k, const A* v, int64_t ld_
 
 // ---- forward ----------------------------------------------------------------------------------
 
-// Loads the keys, gates and v of the chunk at t0 of slice (b, hv) and forms P (in the lower half
-// of w.kqk) and Vn (in the U columns of w.wu).
+// Loads the keys, gates and v of the chunk at token t0 of value head hv and forms P (in the lower
+// half of w.kqk) and Vn (in the U columns of w.wu).
 template <typename T, typename A>
-ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
+ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int64_t t0,
                           int64_t len, const Scratch<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, b, t0, hv);
-  load_keys(p, in, b, hv / p.group(), t0, len, true, w.kq, w.kqk);
+  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, t0, hv);
+  load_keys(p, in, hv / p.group(), t0, len, true, w.kq, w.kqk);
   load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
   A* P = w.kqk + C * C;
   // M_ij = beta_i (k_i.k_j) Gam_ij (i > j);  P = (Q K^T) o Gam (i >= j)
@@ -105,17 +105,17 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int6
   }
   invert_unit_lower(w.a, C, w.inv_tmp);  // A = (I + M)^-1
   // X = [beta gamma K | beta V];  [W | U] = A X;  Vn = U - W S (in the U columns)
-  load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.o, V);
+  load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.o, V);
   form_x(C, K, V, w.kq, w.o, V, w.beta, w.gamma, w.x);
   gemm(false, false, C, KpV, C, A(1), w.a, C, w.x, KpV, A(0), w.wu, KpV);
   gemm(false, false, C, V, K, A(-1), w.wu, KpV, w.S, V, A(1), w.wu + K, KpV);
   return ChunkPVn<A>{P, w.wu + K, KpV};
 }
 
-// One forward slice (b, value head): forward_walk with forward_chunk.
+// One forward slice (sequence, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
-void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                   const Scratch<A>& w) {
+void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                   const Slice& s, const Scratch<A>& w) {
   forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
@@ -125,12 +125,12 @@ void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T
 // gates; Gam; M (strict lower) -> A = (I + M)^-1, P = (Q K^T) o Gam, X, [W | U], Vn (in the U
 // columns), gamma Q, e K. The keys must be loaded.
 template <typename T, typename A>
-void recompute_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, int64_t b, int64_t hv,
-                     int64_t t0, int64_t len, const A* S, const Scratch<A>& w) {
-  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, b, t0, hv);
+void recompute_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, int64_t hv, int64_t t0,
+                     int64_t len, const A* S, const Scratch<A>& w) {
+  const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, t0, hv);
   const A *k = w.kq, *qs = w.kq + C * K, *KK = w.kqk, *QK = w.kqk + C * C;
-  load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
-  load_rows(d_o + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
+  load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
+  load_rows(d_o + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
   load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
   decay_matrix(w.G, C, w.gam);
   for (int64_t i = 0; i < C; ++i) {
@@ -169,8 +169,8 @@ A value_and_state_grads(const Problem& p, const A* S, const A* dSp, const Scratc
 // dK += beta gamma dXw;  dV = beta dXu (to dv);  dbeta = gamma dXw.k + dXu.v;  a += beta gamma
 // dXw.k
 template <typename T, typename A>
-void wy_grads(const Problem& p, const BackwardArgs<T>& args, int64_t b, int64_t hv, int64_t t0,
-              int64_t len, const A* S, const Scratch<A>& w) {
+void wy_grads(const Problem& p, const BackwardArgs<T>& args, int64_t hv, int64_t t0, int64_t len,
+              const A* S, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V;
   const A* k = w.kq;
   A* dk = w.dqk + C * K;
@@ -188,7 +188,7 @@ void wy_grads(const Problem& p, const BackwardArgs<T>& args, int64_t b, int64_t 
     w.dG[i] += bg * xk;
   }
   for (int64_t i = 0; i < len; ++i)
-    store_rows(dx + i * KpV + K, KpV, 1, V, w.beta[i], args.dv + vo_offset(p, b, t0 + i, hv), V);
+    store_rows(dx + i * KpV + K, KpV, 1, V, w.beta[i], args.dv + vo_offset(p, t0 + i, hv), V);
 }
 
 // dM = strictly_lower(-A^T dA A^T);  dbeta += rowsum(dM o Gam o KK);  Bsym = B + B^T with
@@ -215,34 +215,33 @@ void decay_grads(const Problem& p, const Scratch<A>& w) {
   gemm(false, false, 2 * C, K, C, A(1), w.dpb, C, w.kq, K, A(1), w.dqk, K);
 }
 
-// Value head j of key slice (b, h) at chunk c: recompute, then its part of [dQ; dK] (into w.dqk),
-// its dv, dg, dbeta, and its dS (into w.dS_new).
+// Value head j of key head h at the chunk at token t0 (chunk-start state S): recompute, then its
+// part of [dQ; dK] (into w.dqk), its dv, dg, dbeta, and its dS (into w.dS_new).
 template <typename T, typename A>
 void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                         int64_t b, int64_t h, int64_t j, int64_t c, int64_t t0, int64_t len,
+                         int64_t h, int64_t j, const A* S, int64_t t0, int64_t len,
                          const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
-  const int64_t hv = h * p.group() + j, go = gate_offset(p, b, t0, hv);
-  const A* S = args.residual + ((b * p.HV + hv) * p.num_chunks() + c) * KV;
+  const int64_t hv = h * p.group() + j, go = gate_offset(p, t0, hv);
   const A* dSp = w.dS + j * KV;  // dS' (gradient of the chunk-end state)
-  recompute_chunk(p, in, args.d_o, b, hv, t0, len, S, w);
+  recompute_chunk(p, in, args.d_o, hv, t0, len, S, w);
   // dG = a + rowsum(X) - colsum(X) (+ c at the end), X strictly lower: see store_gate_grad.
   query_state_grad(p, w.d_o, S, w.qg, w.gamma, w.DS, w.dG, w.dqk);
   const A state_dot = value_and_state_grads(p, S, dSp, w);
   add_state_key_grad(p, w.wu + K, KpV, dSp, w.e, w.tmp, w.dqk + C * K);
   // dK += dPG^T Q here;  dQ += dPG K comes with the symmetric dM term (decay_grads)
   score_grads(p, w.d_o, w.wu + K, KpV, w.p, w.gam, w.kq + C * K, w.dpb, w.xg, w.dqk + C * K);
-  wy_grads(p, args, b, hv, t0, len, S, w);
+  wy_grads(p, args, hv, t0, len, S, w);
   decay_grads(p, w);
   store_chunk_gate_grad(w.dG, w.xg, w.s, w.gamma[C - 1] * state_dot, len, C, w.col, args.dg + go,
                         p.HV);
   for (int64_t i = 0; i < len; ++i) args.dbeta[go + i * p.HV] = from_acc<T>(w.dbeta[i]);
 }
 
-// Key slice kh = (b, key head) with the value heads of its group (backward_walk).
+// Key slice kh = (sequence, key head) with the value heads of its group (backward_walk).
 template <typename T, typename A>
-void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
-                    const Scratch<A>& w) {
+void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                    const Slice& kh, const Scratch<A>& w) {
   backward_walk(p, in, args, kh, true, w.kqk, w, value_head_backward<T, A>);
 }
 

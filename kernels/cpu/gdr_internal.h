@@ -8,6 +8,7 @@
 // those values the padded chunk computes exactly the unpadded result (M, W, U, Vn rows vanish,
 // G stays at its last real value), and its gradients are those of the real inputs.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,18 +19,74 @@
 
 namespace gdn::gdr::detail {
 
-// Runs body(s, w) for the value slices s = (b, value head) (forward) or the key slices
-// s = (b, key head) (backward) in parallel (static schedule, so every sum runs in a fixed order),
-// w the slice's Scratch(p, base, backward) carved from ws at s * Scratch(p, nullptr,
-// backward).used.
+// One (sequence, head) slice of a Problem, packed or not: sequence n (a batch row, or a packed
+// sequence) with a value head (forward) or a key head (backward). Token and chunk offsets are over
+// all sequences (Sequences): without packing tok0 = n T and chunk0 = n * num_chunks().
+struct Slice {
+  int64_t index;           // n * heads + head: the row of h0/ht/dht/dh0 (value slices)
+  int64_t n, head;         // sequence; value head (forward) or key head (backward)
+  int64_t tok0, len;       // tokens [tok0, tok0 + len) of the B * T (flattened) tokens
+  int64_t chunk0, chunks;  // the sequence's chunks, chunked from its own first token
+  // First token and real rows of chunk c (the last one may be partial).
+  int64_t chunk_token(int64_t C, int64_t c) const { return tok0 + c * C; }
+  int64_t chunk_rows(int64_t C, int64_t c) const { return std::min(C, len - c * C); }
+  // The tile of chunk c of head h in a [sequence][head][chunk] buffer of `heads` heads.
+  int64_t tile(int64_t heads, int64_t h, int64_t c) const {
+    return chunk_tile(chunk0, chunks, heads, h, c);
+  }
+};
+
+inline Slice slice_of(const Sequences& s, int64_t heads, int64_t index) {
+  const int64_t n = index / heads;
+  return Slice{index, n, index % heads, s.token[n], s.len(n), s.chunk[n], s.chunks(n)};
+}
+
+// The sizes a slice's scratch depends on: one sequence as long as the longest (B = 1, unpacked).
+inline Problem slice_problem(const Problem& p, const Sequences& s) {
+  Problem one = p;
+  one.cu_seqlens.clear();
+  one.B = 1;
+  one.T = 0;
+  for (int64_t n = 0; n < s.count(); ++n) one.T = std::max(one.T, s.len(n));
+  return one;
+}
+
+// Chunk c of head `head` of sequence n: tile i of a [sequence][head][chunk] buffer.
+struct ChunkAt {
+  int64_t n, head, c;
+};
+inline ChunkAt chunk_at(const Sequences& s, int64_t heads, int64_t i) {
+  // The sequence whose tiles [chunk[n] heads, chunk[n + 1] heads) hold i.
+  const auto after = std::upper_bound(s.chunk.begin(), s.chunk.end(), i,
+                                      [heads](int64_t x, int64_t c) { return x < c * heads; });
+  const int64_t n = int64_t(after - s.chunk.begin()) - 1;
+  const int64_t r = i - s.chunk[n] * heads, chunks = s.chunks(n);
+  return ChunkAt{n, r / chunks, r % chunks};
+}
+
+// Scratch sets of a loop over `slices` slices: one per slice up to kScratchSets; beyond that
+// (many packed sequences) the slices take the sets in turn, so scratch stays bounded and warm in
+// cache however many sequences there are.
+inline constexpr int64_t kScratchSets = 128;
+inline int64_t scratch_sets(int64_t slices) {
+  return std::min(slices, kScratchSets);
+}
+
+// Runs body(slice, w) for the value slices (n, value head) (forward) or the key slices
+// (n, key head) (backward) of every sequence in parallel. Scratch set j (carved from ws at
+// j * Scratch(slice_problem, nullptr, backward).used) runs slices j, j + sets, ... in order, the
+// sets under a static schedule; a slice's sums never cross threads, so results do not depend on
+// the thread count.
 template <class Scratch, typename A, class Body>
 void for_each_slice(const Problem& p, bool backward, A* ws, const Body& body) {
-  const int64_t n = backward ? p.B * p.H : p.B * p.HV;
-  const int64_t per_slice = Scratch(p, nullptr, backward).used;
+  const Sequences seqs = sequences(p);
+  const Problem one = slice_problem(p, seqs);
+  const int64_t heads = backward ? p.H : p.HV, n = seqs.count() * heads;
+  const int64_t sets = scratch_sets(n), per_set = Scratch(one, nullptr, backward).used;
 #pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < n; ++s) {
-    const Scratch w(p, ws + s * per_slice, backward);
-    body(s, w);
+  for (int64_t j = 0; j < sets; ++j) {
+    const Scratch w(one, ws + j * per_set, backward);
+    for (int64_t i = j; i < n; i += sets) body(slice_of(seqs, heads, i), w);
   }
 }
 
@@ -43,15 +100,16 @@ void copy_or_zero(A* dst, const A* src, int64_t n) {
   }
 }
 
-// Offsets into the time-major layouts of gated_delta_rule.h.
-inline int64_t qk_offset(const Problem& p, int64_t b, int64_t t, int64_t h) {
-  return ((b * p.T + t) * p.H + h) * p.K;
+// Offsets into the time-major layouts of gated_delta_rule.h at token `tok` of the B * T
+// (flattened) tokens: row b's token t is b T + t, a packed sequence's its cu_seqlens offset + t.
+inline int64_t qk_offset(const Problem& p, int64_t tok, int64_t h) {
+  return (tok * p.H + h) * p.K;
 }
-inline int64_t vo_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
-  return ((b * p.T + t) * p.HV + hv) * p.V;
+inline int64_t vo_offset(const Problem& p, int64_t tok, int64_t hv) {
+  return (tok * p.HV + hv) * p.V;
 }
-inline int64_t gate_offset(const Problem& p, int64_t b, int64_t t, int64_t hv) {
-  return (b * p.T + t) * p.HV + hv;
+inline int64_t gate_offset(const Problem& p, int64_t tok, int64_t hv) {
+  return tok * p.HV + hv;
 }
 
 // dst[i, :] = mul * src[i * stride, :] for i < rows, zero for rows <= i < pad_rows.
@@ -236,29 +294,34 @@ GDN_GDR_DECLARE(ssd)
                                       const BackwardArgs<bf16>&);
 
 // Defines the entry points of an implementation that runs every slice with scratch of its own
-// (recurrent, fused, ssd): Scratch<A>(p, base, backward) carves one slice's scratch, and the
-// implementation's forward_slice(p, in, out, s, w) runs value slice s,
-// backward_slice(p, in, args, kh, w) key slice kh with the value heads of its group
-// (for_each_slice).
-#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                                 \
-  int64_t name##_forward_workspace(const Problem& p) {                                          \
-    return p.B * p.HV * Scratch<float>(p, nullptr, false).used;                                 \
-  }                                                                                             \
-  int64_t name##_backward_workspace(const Problem& p) {                                         \
-    return p.B * p.H * Scratch<float>(p, nullptr, true).used;                                   \
-  }                                                                                             \
-  template <typename T>                                                                         \
-  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {    \
-    for_each_slice<Scratch<acc_t<T>>>(p, false, out.workspace, [&](int64_t s, const auto& w) {  \
-      forward_slice(p, in, out, s, w);                                                          \
-    });                                                                                         \
-  }                                                                                             \
-  template <typename T>                                                                         \
-  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {    \
-    for_each_slice<Scratch<acc_t<T>>>(p, true, args.workspace, [&](int64_t kh, const auto& w) { \
-      backward_slice(p, in, args, kh, w);                                                       \
-    });                                                                                         \
-  }                                                                                             \
+// (recurrent, fused, ssd): Scratch<A>(slice_problem(p, s), base, backward) carves one scratch
+// set (sized by the longest sequence where it depends on T; scratch_sets of them), and the
+// implementation's forward_slice(p, in, out, s, w) runs value Slice s,
+// backward_slice(p, in, args, kh, w) key Slice kh with the value heads of its group
+// (for_each_slice); packed Problems run all their sequences' slices side by side.
+#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                              \
+  int64_t name##_forward_workspace(const Problem& p) {                                       \
+    const Sequences s = sequences(p);                                                        \
+    return scratch_sets(s.count() * p.HV) *                                                  \
+           Scratch<float>(slice_problem(p, s), nullptr, false).used;                         \
+  }                                                                                          \
+  int64_t name##_backward_workspace(const Problem& p) {                                      \
+    const Sequences s = sequences(p);                                                        \
+    return scratch_sets(s.count() * p.H) *                                                   \
+           Scratch<float>(slice_problem(p, s), nullptr, true).used;                          \
+  }                                                                                          \
+  template <typename T>                                                                      \
+  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) { \
+    for_each_slice<Scratch<acc_t<T>>>(                                                       \
+        p, false, out.workspace,                                                             \
+        [&](const Slice& s, const auto& w) { forward_slice(p, in, out, s, w); });            \
+  }                                                                                          \
+  template <typename T>                                                                      \
+  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) { \
+    for_each_slice<Scratch<acc_t<T>>>(                                                       \
+        p, true, args.workspace,                                                             \
+        [&](const Slice& kh, const auto& w) { backward_slice(p, in, args, kh, w); });        \
+  }                                                                                          \
   GDN_GDR_INSTANTIATE(name)
 
 }  // namespace gdn::gdr::detail

@@ -3,8 +3,8 @@
 // chunked as the gated delta rule (Vn = V, no W, U, A), one fused pass per slice with chunk
 // tiles in per-slice buffers, so the bench shows what the delta rule costs. Per chunk:
 //   O = (gamma Q) S + ((Q K^T) o Gam) V,   S' = gamma_C S + K^T (e o V)
-// Threads: forward over (b, value head); backward over (b, key head) with the group inside, so
-// dq and dk are summed over the group in a fixed order. dbeta is written as zeros.
+// Threads: forward over (sequence, value head); backward over (sequence, key head) with the group
+// inside, so dq and dk are summed over the group in a fixed order. dbeta is written as zeros.
 #include <algorithm>
 #include <cstring>
 
@@ -20,16 +20,16 @@ using cpu::gemm;
 template <typename A>
 using Scratch = SsdScratch<A*>;
 
-// Loads the keys, gates and v of the chunk at t0 of slice (b, hv) and forms P = (Q K^T) o Gam
-// (lower, diagonal included; over Q K^T); Vn is V.
+// Loads the keys, gates and v of the chunk at token t0 of value head hv and forms
+// P = (Q K^T) o Gam (lower, diagonal included; over Q K^T); Vn is V.
 template <typename T, typename A>
-ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int64_t hv, int64_t t0,
+ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int64_t t0,
                           int64_t len, const Scratch<A>& w) {
   const int64_t C = p.chunk, V = p.V;
-  load_keys(p, in, b, hv / p.group(), t0, len, false, w.kq, w.qk);
-  load_gates(in.g + gate_offset(p, b, t0, hv), static_cast<const T*>(nullptr), p.HV, len, C, w.G,
+  load_keys(p, in, hv / p.group(), t0, len, false, w.kq, w.qk);
+  load_gates(in.g + gate_offset(p, t0, hv), static_cast<const T*>(nullptr), p.HV, len, C, w.G,
              w.gamma, w.e, static_cast<A*>(nullptr));
-  load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
+  load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
   for (int64_t i = 0; i < C; ++i) {
     A* d = w.o;  // Gam_ij, j <= i (o is written later)
     decay_row(w.G, w.G[i], i + 1, d);
@@ -39,27 +39,27 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t b, int6
   return ChunkPVn<A>{w.qk, w.v, V};
 }
 
-// One forward slice (b, value head): forward_walk with forward_chunk.
+// One forward slice (sequence, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
-void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out, int64_t s,
-                   const Scratch<A>& w) {
+void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                   const Slice& s, const Scratch<A>& w) {
   forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
-// Value head j of key slice (b, h) at chunk c: its part of [dQ; dK] (into w.dqk), its dv, dg,
-// and its dS (into w.dS_new). The keys (k, scale q, Q K^T) must be loaded.
+// Value head j of key head h at the chunk at token t0 (chunk-start state S): its part of
+// [dQ; dK] (into w.dqk), its dv, dg, and its dS (into w.dS_new). The keys (k, scale q, Q K^T)
+// must be loaded.
 template <typename T, typename A>
 void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                         int64_t b, int64_t h, int64_t j, int64_t c, int64_t t0, int64_t len,
+                         int64_t h, int64_t j, const A* S, int64_t t0, int64_t len,
                          const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V;
-  const int64_t hv = h * p.group() + j, go = gate_offset(p, b, t0, hv);
-  const A* S = args.residual + ((b * p.HV + hv) * p.num_chunks() + c) * KV;
+  const int64_t hv = h * p.group() + j, go = gate_offset(p, t0, hv);
   const A* dSp = w.dS + j * KV;
   const A *k = w.kq, *qs = w.kq + C * K;
   A *dq = w.dqk, *dk = w.dqk + C * K;
-  load_rows(in.v + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
-  load_rows(args.d_o + vo_offset(p, b, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
+  load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
+  load_rows(args.d_o + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
   load_gates(in.g + go, static_cast<const T*>(nullptr), p.HV, len, C, w.G, w.gamma, w.e,
              static_cast<A*>(nullptr));
   decay_matrix(w.G, C, w.gam);
@@ -75,7 +75,7 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
   gemm(false, false, C, V, K, A(1), w.ke, K, dSp, V, A(0), w.dv, V);
   for (int64_t i = 0; i < C; ++i) w.s[i] = dot(w.dv + i * V, w.v + i * V, V);
   gemm(true, false, C, V, C, A(1), w.p, C, w.d_o, V, A(1), w.dv, V);
-  store_rows(w.dv, V, len, V, A(1), args.dv + vo_offset(p, b, t0, hv), p.HV * V);
+  store_rows(w.dv, V, len, V, A(1), args.dv + vo_offset(p, t0, hv), p.HV * V);
   // dS = gamma_C dS' + (diag(gamma) Q)^T dO
   gemm(true, false, K, V, C, A(1), w.qg, K, w.d_o, V, A(0), w.dS_new, V);
   const A state_dot = carry_state_grad(p, w.gamma[C - 1], S, dSp, w.dS_new);
@@ -86,16 +86,16 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
                         p.HV);
 }
 
-// Key slice kh = (b, key head) with the value heads of its group (backward_walk); their dbeta is
-// zero (no delta rule).
+// Key slice kh = (sequence, key head) with the value heads of its group (backward_walk); their
+// dbeta is zero (no delta rule).
 template <typename T, typename A>
-void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args, int64_t kh,
-                    const Scratch<A>& w) {
-  const int64_t b = kh / p.H, h = kh % p.H;
+void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                    const Slice& kh, const Scratch<A>& w) {
+  const int64_t h = kh.head;
   if (args.dbeta)
-    for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t t = kh.tok0; t < kh.tok0 + kh.len; ++t)
       for (int64_t j = 0; j < p.group(); ++j)
-        args.dbeta[gate_offset(p, b, t, h * p.group() + j)] = from_acc<T>(A(0));
+        args.dbeta[gate_offset(p, t, h * p.group() + j)] = from_acc<T>(A(0));
   backward_walk(p, in, args, kh, false, w.qk, w, value_head_backward<T, A>);
 }
 

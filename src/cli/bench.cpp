@@ -2,12 +2,16 @@
 // and writes the seed's JSON schema (docs/benchmarks/reference/seed-bench-rtx3090-jax.json): per
 // result median/q1/q3 ms, temp/residual/peak/inputs MB from the allocator, rel_err of o and of
 // every gradient against the fp64 recurrent reference, GFLOP/s by docs/design.md's count and the
-// fraction of the device's measured peak. Exit status 2 when any result failed (the JSON, with
-// its error rows, is still written), 1 on an error.
+// fraction of the device's measured peak. Packed sequences (--docs, --doc-lens) add rows that
+// carry their packing ("docs", "doc_lens") and their time against the unpacked row of the same
+// implementation, mode and shape ("vs_unpacked"), which the same run measures. Exit status 2
+// when any result failed (the JSON, with its error rows, is still written), 1 on an error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -40,13 +44,49 @@ struct BenchArgs {
   double min_sample_ms = 20;
   std::string device = "cpu", out, preset;
   bool no_reference = false;
+  std::vector<int64_t> docs;      // --docs: N equal sequences per row, for each N
+  std::vector<int64_t> doc_lens;  // --doc-lens: explicit sequence lengths (their sum is T)
 };
 
 struct Case {
   int64_t B, H, T, D;
   DType dtype;
   int chunk;
+  std::vector<int64_t> cu_seqlens;  // packed sequences (B = 1); empty: unpacked
 };
+
+// The packings of a row of T tokens that the arguments ask for, each as sequence lengths: none
+// (unpacked) first, then --docs N (N equal sequences), then --doc-lens. Errors name the flag.
+std::vector<std::vector<int64_t>> packings(const BenchArgs& a, int64_t T) {
+  std::vector<std::vector<int64_t>> out{{}};
+  for (int64_t n : a.docs) {
+    GDN_CHECK(n >= 1, "--docs ", n, ": the number of sequences must be >= 1");
+    GDN_CHECK(T % n == 0, "--docs ", n, ": T = ", T, " is not divisible into ", n,
+              " equal sequences (choose a --seq divisible by ", n, ", or --doc-lens)");
+    out.push_back(std::vector<int64_t>(size_t(n), T / n));
+  }
+  if (!a.doc_lens.empty()) {
+    int64_t sum = 0;
+    for (int64_t l : a.doc_lens) {
+      GDN_CHECK(l >= 1, "--doc-lens: every length must be >= 1, got ", l);
+      sum += l;
+    }
+    GDN_CHECK(sum == T, "--doc-lens: the lengths sum to ", sum, ", not T = ", T,
+              " (--seq); their sum must be T");
+    out.push_back(a.doc_lens);
+  }
+  if (out.size() > 1)
+    GDN_CHECK(a.batch == 1,
+              "--docs / --doc-lens pack sequences into one row: --batch must be 1, got ", a.batch);
+  return out;
+}
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& lens) {
+  if (lens.empty()) return {};
+  std::vector<int64_t> cu{0};
+  for (int64_t l : lens) cu.push_back(cu.back() + l);
+  return cu;
+}
 
 // Inputs as the layer produces them: k L2-normalised, beta in (0, 1), g <= 0 (log decay).
 struct CaseInputs {
@@ -73,13 +113,14 @@ struct Reference {
   std::vector<double> o, dq, dk, dv, dg, dbeta;
 };
 
-Reference reference(const CaseInputs& in, bool ssd, int chunk) {
+Reference reference(const CaseInputs& in, bool ssd, const Case& c) {
   std::vector<Tensor> x{in.q.detach(), in.k.detach(), in.v.detach(), in.g.detach(),
                         in.beta.detach()};
   for (auto& t : x) t.set_requires_grad(true);
   ops::GdrOptions opt;
   opt.impl = ssd ? gdr::Impl::ssd : gdr::Impl::recurrent;
-  opt.chunk_size = chunk;
+  opt.chunk_size = c.chunk;
+  opt.cu_seqlens = c.cu_seqlens;
   auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], ssd ? Tensor() : x[4], opt);
   r.o.backward(in.d_o);
   Reference ref;
@@ -92,21 +133,55 @@ Reference reference(const CaseInputs& in, bool ssd, int chunk) {
   return ref;
 }
 
-// The fields that name a result row (also of a row that failed).
+// The fields that name a result row (also of a row that failed); packed rows add their number of
+// sequences and their lengths.
 json row_of(const std::string& impl, const std::string& mode, const Case& c) {
-  return {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
-          {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
-          {"chunk_size", c.chunk}};
+  json r = {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
+            {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
+            {"chunk_size", c.chunk}};
+  if (!c.cu_seqlens.empty()) {
+    std::vector<int64_t> lens;
+    for (size_t i = 1; i < c.cu_seqlens.size(); ++i)
+      lens.push_back(c.cu_seqlens[i] - c.cu_seqlens[i - 1]);
+    r["docs"] = int64_t(lens.size());
+    r["doc_lens"] = lens;
+  }
+  return r;
 }
 
+// A row's timed call (it holds its own inputs) and its calls per timed sample.
+struct TimedCall {
+  std::function<void()> call;
+  int inner = 1;
+  int64_t held_bytes = 0;  // the device inputs it keeps alive
+};
+
+// Packed time over unpacked time with the two calls alternating: `repeats` pairs of samples (each
+// side its own calls per sample), the median of the pairs' ratios. Rows run minutes apart on a
+// shared machine whose load drifts; the two samples of a pair run back to back.
+double interleaved_ratio(const TimedCall& packed, const TimedCall& unpacked, int repeats) {
+  std::vector<double> ratios;
+  for (int r = 0; r < std::max(repeats, 1); ++r) {
+    const double u = time_it(unpacked.call, 1, 0, unpacked.inner).median_ms;
+    const double p = time_it(packed.call, 1, 0, packed.inner).median_ms;
+    ratios.push_back(p / u);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+}
+
+// Runs and measures one row; `timed` (when given) receives its timed call. others_bytes: device
+// memory kept alive by other rows' timed calls, left out of peak_mb.
 json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
               const std::string& mode, const CaseInputs& in64, const Reference* ref,
-              const DevicePeak& peak) {
+              const DevicePeak& peak, TimedCall* timed, int64_t others_bytes) {
   const Device dev = parse_device(a.device);
   const bool fwd_bwd = mode == "fwd_bwd";
   ops::GdrOptions opt;
   opt.use(impl);
   opt.chunk_size = c.chunk;
+  opt.cu_seqlens = c.cu_seqlens;
   const bool ssd = !impl.delta_rule;
 
   auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), dev); };
@@ -117,14 +192,12 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
 
   int64_t residual_bytes = 0, temp_peak = 0, total_peak = 0;
   Tensor dq, dk, dv, dg, dbeta, o;
-  auto once = [&](bool measure) {
+  // The warm-up call: correctness (the outputs) and memory.
+  auto measured = [&] {
     std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
                           beta.defined() ? beta.detach() : Tensor()};
-    MemoryStats before;
-    if (measure) {
-      reset_peak_memory(dev);
-      before = memory_stats(dev);
-    }
+    reset_peak_memory(dev);
+    const MemoryStats before = memory_stats(dev);
     if (!fwd_bwd) {
       autograd::NoGradGuard ng;
       o = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o;
@@ -132,25 +205,48 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
       for (auto& t : x)
         if (t.defined()) t.set_requires_grad(true);
       auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
-      if (measure) residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
+      residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
       r.o.backward(d_o);
       o = r.o.detach();
       dq = x[0].grad(), dk = x[1].grad(), dv = x[2].grad(), dg = x[3].grad();
       if (x[4].defined()) dbeta = x[4].grad();
     }
     device_synchronize(dev);
-    if (measure) {
-      MemoryStats s = memory_stats(dev);
-      total_peak = s.peak;
-      // Scratch beyond what was live before, the outputs and the gradients.
-      temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
-                  before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
-    }
+    const MemoryStats s = memory_stats(dev);
+    total_peak = s.peak;
+    // Scratch beyond what was live before, the outputs and the gradients.
+    temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
+                before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
   };
-  once(true);  // warm-up, correctness and memory
+  measured();
   json r = row_of(impl.name, mode, c);
   r["device"] = dev.str();
-  Timing t = time_it([&] { once(false); }, a.repeats, a.min_sample_ms);
+  // The timed call keeps copies of the inputs, so it outlives this function.
+  const std::function<void()> call = [q, k, v, g, beta, d_o, opt, fwd_bwd, dev] {
+    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
+                          beta.defined() ? beta.detach() : Tensor()};
+    if (!fwd_bwd) {
+      autograd::NoGradGuard ng;
+      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
+    } else {
+      for (auto& t : x)
+        if (t.defined()) t.set_requires_grad(true);
+      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o.backward(d_o);
+    }
+    device_synchronize(dev);
+  };
+  Timing t = time_it(call, a.repeats, a.min_sample_ms);
+  if (timed) {
+    // Bytes the call keeps alive beyond the case's own fp64 inputs (which it aliases when the
+    // case runs in fp64 on the CPU).
+    int64_t held = 0;
+    const std::pair<const Tensor*, const Tensor*> kept[] = {{&q, &in64.q},       {&k, &in64.k},
+                                                            {&v, &in64.v},       {&g, &in64.g},
+                                                            {&beta, &in64.beta}, {&d_o, &in64.d_o}};
+    for (const auto& [x, x64] : kept)
+      if (x->defined() && x->storage() != x64->storage()) held += int64_t(x->nbytes());
+    *timed = TimedCall{call, t.inner, held};
+  }
   r["inner"] = t.inner;
   r["median_ms"] = t.median_ms;
   r["q1_ms"] = t.q1_ms;
@@ -158,7 +254,7 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
   const double mb = 1.0 / (1024.0 * 1024.0);
   r["temp_mb"] = double(temp_peak) * mb;
   r["residual_mb"] = double(residual_bytes) * mb;
-  r["peak_mb"] = double(total_peak) * mb;
+  r["peak_mb"] = double(total_peak - others_bytes) * mb;  // without other rows' kept inputs
   r["inputs_mb"] = double(inputs_bytes) * mb;
   gdr::Problem p = ops::gdr_problem(q, k, v, g, beta, opt, Tensor());
 #if defined(GDN_WITH_CUDA)
@@ -221,15 +317,20 @@ void run(BenchArgs a) {
   std::vector<const gdr::Implementation*> impls;  // unknown names fail before any work
   for (const auto& name : a.impls) impls.push_back(&gdr::find_implementation(name));
   DevicePeak peak = measure_peak(dev);
-  std::vector<Case> cases;
+  std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
   for (const auto& dts : a.dtypes)
     for (int64_t T : a.seqs)
       for (int64_t D : a.dims)
-        for (int C : a.chunks) cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C});
+        for (int C : a.chunks)
+          for (const auto& lens : packings(a, T))
+            cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C, offsets_of(lens)});
   json results = json::array();
   const size_t total = cases.size() * a.impls.size() * a.modes.size();
   size_t done = 0;
+  // The unpacked rows of (impl, mode) for the shape being run, for packed rows' ratios.
+  std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
   for (const Case& c : cases) {
+    if (c.cu_seqlens.empty()) unpacked.clear();  // a new shape starts with its unpacked rows
     CaseInputs in = make_inputs(c);
     std::unique_ptr<Reference> ref_gdr, ref_ssd;
     if (!a.no_reference) {
@@ -239,8 +340,8 @@ void run(BenchArgs a) {
           std::any_of(impls.begin(), impls.end(), [](const auto* i) { return i->delta_rule; });
       std::fprintf(stderr, "\r[%zu/%zu] fp64 reference B=%lld H=%lld T=%lld D=%lld...      ", done,
                    total, (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D);
-      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c.chunk));
-      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c.chunk));
+      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c));
+      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c));
     }
     for (const gdr::Implementation* impl : impls)
       for (const auto& mode : a.modes) {
@@ -251,7 +352,18 @@ void run(BenchArgs a) {
         const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
         json r;
         try {
-          r = run_case(a, c, *impl, mode, in, ref, peak);
+          TimedCall timed;
+          int64_t kept = 0;  // device inputs the kept unpacked calls hold
+          for (const auto& [k, u] : unpacked) kept += u.second.held_bytes;
+          r = run_case(a, c, *impl, mode, in, ref, peak, &timed, kept);
+          const auto key = std::make_pair(std::string(impl->name), mode);
+          if (c.cu_seqlens.empty()) {
+            unpacked[key] = {double(r["median_ms"]), timed};
+          } else if (unpacked.count(key)) {
+            // The ratio of the rows' medians, and the drift-free one of alternating calls.
+            r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+            r["vs_unpacked"] = interleaved_ratio(timed, unpacked[key].second, a.repeats);
+          }
         } catch (const std::exception& e) {
           r = row_of(impl->name, mode, c);
           r["error"] = e.what();
@@ -264,6 +376,8 @@ void run(BenchArgs a) {
                  {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
                  {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
                  {"repeats", a.repeats}};
+  if (!a.docs.empty()) config["docs"] = a.docs;
+  if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
   json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", results}};
   std::fputs(format_table(results).c_str(), stdout);
   if (!a.out.empty()) {
@@ -311,6 +425,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "write the JSON here");
   cmd->add_option("--preset", a->preset, "seed: the seed benchmark's exact sweep");
   cmd->add_flag("--no-reference", a->no_reference, "skip the fp64 reference (no rel_err)");
+  cmd->add_option("--docs", a->docs,
+                  "also pack N equal sequences into each row (cu_seqlens; B = 1, T divisible by "
+                  "N), for each N; rows report vs_unpacked")
+      ->delimiter(',');
+  cmd->add_option("--doc-lens", a->doc_lens,
+                  "also pack sequences of these lengths (their sum is T; B = 1)")
+      ->delimiter(',');
   cmd->callback([a] { run(*a); });
 }
 

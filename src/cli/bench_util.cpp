@@ -36,12 +36,15 @@ std::string cpu_model() {
 }
 }  // namespace
 
-Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms) {
+Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms, int inner) {
   Timing t;
-  double t0 = now_ms();
-  fn();
-  double one = std::max(now_ms() - t0, 1e-3);
-  t.inner = std::max(1, int(std::ceil(min_sample_ms / one)));
+  t.inner = inner;
+  if (inner < 1) {
+    double t0 = now_ms();
+    fn();
+    double one = std::max(now_ms() - t0, 1e-3);
+    t.inner = std::max(1, int(std::ceil(min_sample_ms / one)));
+  }
   std::vector<double> samples;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
     double s = now_ms();
@@ -103,20 +106,35 @@ double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
   return den > 0 ? num / den : num;
 }
 
+namespace {
+// The packing column: the number of packed sequences, "-" for an unpacked row.
+std::string docs_of(const nlohmann::json& r) {
+  return r.contains("docs") ? std::to_string(r["docs"].get<long long>()) : "-";
+}
+// The packed row's time over its unpacked row's ("x1.03"); blank for unpacked rows.
+std::string ratio_of(const nlohmann::json& r) {
+  if (!r.contains("vs_unpacked")) return "";
+  char s[32];
+  std::snprintf(s, sizeof s, "x%.3f", double(r["vs_unpacked"]));
+  return s;
+}
+}  // namespace
+
 std::string format_table(const nlohmann::json& results) {
   std::string out;
-  char line[320];
+  char line[360];
   std::snprintf(line, sizeof line,
-                "%-12s %-8s %3s %3s %6s %4s %-9s %10s %9s %7s %10s %9s %9s %9s\n", "impl", "mode",
-                "B", "H", "T", "D", "dtype", "median_ms", "GFLOP/s", "%peak", "resid_MB", "peak_MB",
-                "rel_err", "grad_err");
+                "%-12s %-8s %3s %3s %6s %5s %4s %-9s %10s %9s %7s %10s %9s %9s %9s %7s\n", "impl",
+                "mode", "B", "H", "T", "docs", "D", "dtype", "median_ms", "GFLOP/s", "%peak",
+                "resid_MB", "peak_MB", "rel_err", "grad_err", "vs_unp");
   out += line;
   for (const auto& r : results) {
     if (r.contains("error")) {
-      std::snprintf(line, sizeof line, "%-12s %-8s %3lld %3lld %6lld %4lld %-9s  error: %.120s\n",
+      std::snprintf(line, sizeof line,
+                    "%-12s %-8s %3lld %3lld %6lld %5s %4lld %-9s  error: %.120s\n",
                     r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
                     (long long)r["batch"], (long long)r["heads"], (long long)r["seq"],
-                    (long long)r["dk"], r["dtype"].get<std::string>().c_str(),
+                    docs_of(r).c_str(), (long long)r["dk"], r["dtype"].get<std::string>().c_str(),
                     r["error"].get<std::string>().c_str());
       out += line;
       continue;
@@ -127,12 +145,14 @@ std::string format_table(const nlohmann::json& results) {
         grad_err = std::max(grad_err, double(v));
     std::snprintf(
         line, sizeof line,
-        "%-12s %-8s %3lld %3lld %6lld %4lld %-9s %10.3f %9.2f %6.1f%% %10.2f %9.1f %9.2e %9.2e\n",
+        "%-12s %-8s %3lld %3lld %6lld %5s %4lld %-9s %10.3f %9.2f %6.1f%% %10.2f %9.1f "
+        "%9.2e %9.2e %7s\n",
         r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
-        (long long)r["batch"], (long long)r["heads"], (long long)r["seq"], (long long)r["dk"],
-        r["dtype"].get<std::string>().c_str(), double(r["median_ms"]), double(r["gflops"]),
-        r.contains("frac_peak") ? 100.0 * double(r["frac_peak"]) : 0.0, double(r["residual_mb"]),
-        double(r["peak_mb"]), r.contains("rel_err") ? double(r["rel_err"]) : 0.0, grad_err);
+        (long long)r["batch"], (long long)r["heads"], (long long)r["seq"], docs_of(r).c_str(),
+        (long long)r["dk"], r["dtype"].get<std::string>().c_str(), double(r["median_ms"]),
+        double(r["gflops"]), r.contains("frac_peak") ? 100.0 * double(r["frac_peak"]) : 0.0,
+        double(r["residual_mb"]), double(r["peak_mb"]),
+        r.contains("rel_err") ? double(r["rel_err"]) : 0.0, grad_err, ratio_of(r).c_str());
     out += line;
   }
   return out;

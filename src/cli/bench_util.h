@@ -14,9 +14,9 @@ struct Timing {
   int inner = 1;
   double median_ms = 0, q1_ms = 0, q3_ms = 0;
 };
-// Runs fn `inner` times per sample (inner chosen so a sample takes >= min_sample_ms), for
-// `repeats` samples; per-call milliseconds.
-Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms);
+// Runs fn `inner` times per sample (inner chosen so a sample takes >= min_sample_ms, or given:
+// then no calibration call), for `repeats` samples; per-call milliseconds.
+Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_ms, int inner = 0);
 
 struct DevicePeak {
   double gflops = 0;  // fp32 GEMM GFLOP/s measured on this device (0 if unknown)

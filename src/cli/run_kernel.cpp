@@ -1,8 +1,11 @@
 // `gdn run-kernel`: runs one gated-delta-rule implementation on .npy inputs (q k v g beta
-// [h0]) and writes o.npy ht.npy, and with do.npy [dht.npy] also the gradients.
+// [h0] [cu_seqlens]) and writes o.npy ht.npy, and with do.npy [dht.npy] also the gradients. With
+// cu_seqlens.npy (fla's packed sequences, B = 1) h0, ht, dht and dh0 have one row per sequence.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
+#include <vector>
 
 #include "src/autograd/node.h"
 #include "src/cli/commands.h"
@@ -28,6 +31,25 @@ Tensor load_input(const fs::path& dir, const std::string& name, bool required) {
   for (double x : t.to_vector())
     GDN_CHECK(std::isfinite(x), p.string(), ": contains non-finite values");
   return t;
+}
+
+// cu_seqlens.npy when present: N + 1 int32 or int64 offsets over the T tokens of the one row.
+std::vector<int64_t> load_cu_seqlens(const fs::path& dir, const Tensor& q) {
+  const fs::path p = dir / "cu_seqlens.npy";
+  if (!fs::exists(p)) return {};
+  Tensor t = io::load_npy(p.string());
+  GDN_CHECK(t.dtype() == DType::int32 || t.dtype() == DType::int64, p.string(),
+            ": cu_seqlens must be int32 or int64, got ", dtype_name(t.dtype()));
+  GDN_CHECK(t.dim() == 1, p.string(), ": cu_seqlens must be 1-D [N + 1], got shape ",
+            shape_str(t.shape()));
+  std::vector<int64_t> cu;
+  for (double x : t.to_vector()) cu.push_back(int64_t(x));
+  try {
+    gdr::validate_cu_seqlens(cu, q.size(0), q.size(1));
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL(p.string(), ": ", e.what(), " (q.npy is ", shape_str(q.shape()), ")");
+  }
+  return cu;
 }
 
 struct RunKernelArgs {
@@ -65,6 +87,8 @@ void run(const RunKernelArgs& a) {
   Tensor d_o = prep(load_input(in, "do", false), dt);
   Tensor dht = prep(load_input(in, "dht", false), acc);
   GDN_CHECK(d_o.defined() || !dht.defined(), "dht.npy given without do.npy");
+  GDN_CHECK(q.dim() == 4, "q.npy must be [B, T, H, K], got ", shape_str(q.shape()));
+  opt.cu_seqlens = load_cu_seqlens(in, q);
 
   const bool backward = d_o.defined();
   for (Tensor* t : {&q, &k, &v, &g, &beta, &h0})
@@ -102,7 +126,10 @@ void add_run_kernel_command(CLI::App& app) {
   cmd->add_option("--impl", args->impl, gdr::implementation_names())->capture_default_str();
   cmd->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "float32, bfloat16 or float64")->capture_default_str();
-  cmd->add_option("--in", args->in, "directory with q k v g beta [h0 do dht].npy")->required();
+  cmd->add_option("--in", args->in,
+                  "directory with q k v g beta [h0 do dht cu_seqlens].npy (cu_seqlens: int32 or "
+                  "int64 [N + 1], B = 1; then h0, dht are [N, HV, K, V])")
+      ->required();
   cmd->add_option("--out", args->out, "directory for o ht [dq dk dv dg dbeta dh0].npy")->required();
   cmd->add_option("--chunk-size", args->chunk_size, "chunk size: 16, 32 or 64")
       ->capture_default_str();

@@ -262,8 +262,7 @@ void check_kernel_limits(const RunConfig& cfg) {
     GDN_FAIL(cfg.source.empty() ? "the config" : cfg.source,
              ": the model's heads cannot run on the gated-delta-rule kernels: ", e.what(),
              " (model.head_dim=", m.head_dim, ", model.expand_v=", m.expand_v,
-             " give key heads of ", p.K, " and value heads of ", p.V,
-             "; fla's defaults, which an empty model: section takes, have 512)");
+             " give key heads of ", p.K, " and value heads of ", p.V, ")");
   }
 }
 
