@@ -1,4 +1,5 @@
-// `gdn generate DIR --prompt TEXT --max-tokens N [--temperature T --top-k K --top-p P --seed S]`:
+// `gdn generate DIR --prompt TEXT --max-tokens N [--temperature T --top-k K --top-p P --seed S]
+// [--reset-on-eos]`:
 // samples from a model through the recurrent state, so each new token costs the same time and
 // memory however long the text gets (the point of linear attention). DIR is a run directory, a
 // checkpoint directory or any Hugging Face model directory with its tokenizer. The text goes to
@@ -62,6 +63,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", a->options.sampling.top_p, "nucleus sampling mass (1 = off)")
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--reset-on-eos", a->options.reset_on_eos,
+                "at an end-of-document token, restart the recurrent state and conv cache and go "
+                "on with a new document (default: stop there)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
   cmd->callback([a] { run(*a); });
 }
