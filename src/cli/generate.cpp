@@ -6,6 +6,7 @@
 // stdout as it is made, byte for byte (a generated NUL included) and ending with a newline;
 // tokens/s goes to stderr after it.
 #include <cstdio>
+#include <string>
 
 #include "src/cli/commands.h"
 #include "src/train/model_dir.h"
@@ -39,9 +40,13 @@ void run(const GenerateArgs& a) {
         std::fflush(stdout);
       });
   std::fflush(stdout);  // the sample (with its final newline) before the stats line on stderr
-  std::fprintf(stderr, "gdn: prompt %lld tokens in %.2fs; generated %lld tokens at %.1f tokens/s\n",
+  std::fprintf(stderr,
+               "gdn: prompt %lld tokens in %.2fs; generated %lld tokens at %.1f tokens/s%s\n",
                (long long)s.prompt_tokens, s.prompt_s, (long long)s.generated,
-               s.generate_s > 0 ? double(s.generated) / s.generate_s : 0.0);
+               s.generate_s > 0 ? double(s.generated) / s.generate_s : 0.0,
+               a.options.reset_on_eos
+                   ? (", " + std::to_string(s.resets.size()) + " end(s) of document").c_str()
+                   : "");
 }
 
 }  // namespace

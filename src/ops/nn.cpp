@@ -373,6 +373,7 @@ Tensor conv_seq_starts(const std::vector<int64_t>& cu, int64_t b, int64_t t, Dev
   } catch (const std::invalid_argument& e) {
     GDN_FAIL("causal_conv1d: ", e.what());
   }
+  if (dev.is_meta()) return empty({t}, DType::int64, dev);  // shapes only: nothing to fill
   Tensor host = Tensor::empty({t}, DType::int64);
   int64_t* p = host.data<int64_t>();
   for (size_t n = 0; n + 1 < cu.size(); ++n) std::fill(p + cu[n], p + cu[n + 1], cu[n]);
