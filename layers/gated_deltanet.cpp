@@ -67,8 +67,8 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
 namespace {
 
 // Short conv over [tail ; x] when a tail (the previous W-1 inputs) is carried.
-Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, Tensor* tail) {
-  if (!tail) return conv.forward(x);
+Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, const CuSeqlens& cu, Tensor* tail) {
+  if (!tail) return conv.forward(x, cu);
   const int64_t w = conv.weight.size(2), T = x.size(1);
   Tensor prev =
       tail->defined() ? *tail : ops::zeros({x.size(0), w - 1, x.size(2)}, x.dtype(), x.device());
@@ -80,7 +80,7 @@ Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, Tensor* tail) {
 
 }  // namespace
 
-Tensor GatedDeltaNet::run(const Tensor& x, GatedDeltaNetState* state) const {
+Tensor GatedDeltaNet::run(const Tensor& x, const CuSeqlens& cu, GatedDeltaNetState* state) const {
   ModuleScope scope(*this);
   GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, "GatedDeltaNet: input ",
             shape_str(x.shape()), " must be [B, T, ", hidden_size_, "]");
@@ -88,9 +88,9 @@ Tensor GatedDeltaNet::run(const Tensor& x, GatedDeltaNetState* state) const {
   const int64_t K = head_k_dim_, V = head_v_dim_;
   Tensor q = q_proj->forward(x), k = k_proj->forward(x), v = v_proj->forward(x);
   if (q_conv1d) {
-    q = conv_with_tail(*q_conv1d, q, state ? &state->conv_q : nullptr);
-    k = conv_with_tail(*k_conv1d, k, state ? &state->conv_k : nullptr);
-    v = conv_with_tail(*v_conv1d, v, state ? &state->conv_v : nullptr);
+    q = conv_with_tail(*q_conv1d, q, cu, state ? &state->conv_q : nullptr);
+    k = conv_with_tail(*k_conv1d, k, cu, state ? &state->conv_k : nullptr);
+    v = conv_with_tail(*v_conv1d, v, cu, state ? &state->conv_v : nullptr);
   } else {
     q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
   }
@@ -105,6 +105,7 @@ Tensor GatedDeltaNet::run(const Tensor& x, GatedDeltaNetState* state) const {
   g = ops::cast(g, x.dtype());
 
   ops::GdrOptions opt = kernel_;
+  opt.cu_seqlens = cu;
   Tensor h0;
   if (state) {
     opt.impl = gdr::Impl::recurrent;  // generation: one step at a time
@@ -124,15 +125,15 @@ Tensor GatedDeltaNet::run(const Tensor& x, GatedDeltaNetState* state) const {
   return o_proj->forward(ops::reshape(o, {B, T, HV * V}));
 }
 
-Tensor GatedDeltaNet::forward(const Tensor& x) const {
-  return run(x, nullptr);
+Tensor GatedDeltaNet::forward(const Tensor& x, const CuSeqlens& cu_seqlens) const {
+  return run(x, cu_seqlens, nullptr);
 }
 
 Tensor GatedDeltaNet::forward_with_state(const Tensor& x, LayerState& state) const {
   if (!state) state = std::make_unique<GatedDeltaNetState>();
   auto* own = dynamic_cast<GatedDeltaNetState*>(state.get());
   GDN_CHECK(own, "GatedDeltaNet '", name(), "': the generation state belongs to another mixer");
-  return run(x, own);
+  return run(x, {}, own);
 }
 
 std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, const InitContext& ctx) {

@@ -6,6 +6,8 @@
 //   o       = rmsnorm(o) * o_norm.weight * act(g_proj x)  per head over V
 //             (act: swish, or sigmoid with output_gate_activation sigmoid)
 //   out     = o_proj o
+// With cu_seqlens (packed sequences, B = 1) the short convs and the delta-rule state restart at
+// each boundary (fla passes cu_seqlens to ShortConvolution and chunk_gated_delta_rule alike).
 // A token mixer (layers/token_mixer.h) named "gated_deltanet".
 #pragma once
 #include "layers/linear.h"
@@ -26,7 +28,8 @@ class GatedDeltaNet : public TokenMixer {
  public:
   // Sizes and the kernel options are resolved here, once (cfg is validated by the caller).
   GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx);
-  Tensor forward(const Tensor& x) const override;
+  using TokenMixer::forward;
+  Tensor forward(const Tensor& x, const CuSeqlens& cu_seqlens) const override;
   Tensor forward_with_state(const Tensor& x, LayerState& state) const override;
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_proj;
@@ -36,7 +39,7 @@ class GatedDeltaNet : public TokenMixer {
   Tensor A_log, dt_bias;
 
  private:
-  Tensor run(const Tensor& x, GatedDeltaNetState* state) const;
+  Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, GatedDeltaNetState* state) const;
 
   int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
   bool allow_neg_eigval_;

@@ -63,13 +63,15 @@ Tensor input(const Shape& s, Generator& g) {
 
 using LayerCheck = std::function<GradcheckReport(uint64_t)>;
 
-GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t seed) {
+// cu_seqlens empty: one sequence; else packed sequences over the 19 positions.
+GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t seed,
+                                const CuSeqlens& cu = {}) {
   Generator g(seed);
   GatedDeltaNet layer(c, fp64_ctx(&g, c.initializer_range));
   Tensor x = input({1, 19, c.hidden_size}, g);  // T = 19: a full and a partial chunk
   return check_module(
-      what, layer, {x}, {"x"}, [&](const std::vector<Tensor>& in) { return layer.forward(in[0]); },
-      seed);
+      what, layer, {x}, {"x"},
+      [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
 }
 
 // d loss / d every parameter of a small CausalLM on random tokens [B, seq].
@@ -168,6 +170,12 @@ const std::map<std::string, LayerCheck>& registry() {
          ModelConfig c = tiny_config();
          c.kernel = gdr::Impl::fused;
          return check_gdn_layer("layer gated_deltanet (fused)", c, s);
+       }},
+      {"gated_deltanet_packed",
+       [](uint64_t s) {
+         // Sequences of 2, 1, 8 and 8 tokens: shorter than the conv, inside one chunk.
+         return check_gdn_layer("layer gated_deltanet (packed cu_seqlens)", tiny_config(), s,
+                                {0, 2, 3, 11, 19});
        }},
       {"gated_deltanet_gva",
        [](uint64_t s) {

@@ -16,24 +16,26 @@ Block::Block(const ModelConfig& cfg, int64_t layer, const InitContext& ctx) {
       "mlp", std::make_shared<GatedMLP>(cfg.hidden_size, cfg.mlp_intermediate_size(), ctx));
 }
 
-Tensor Block::forward(const Tensor& x, Checkpointing checkpointing) const {
+Tensor Block::forward(const Tensor& x, Checkpointing checkpointing, const CuSeqlens& cu) const {
   ModuleScope scope(*this);
+  // The recompute runs in backward, after this call returns: the closures own a copy of cu.
   if (checkpointing == Checkpointing::block)
-    return autograd::checkpoint("checkpoint_block",
-                                [this](const std::vector<Tensor>& in) {
-                                  return std::vector<Tensor>{forward(in[0], Checkpointing::none)};
-                                },
-                                {x})[0];
+    return autograd::checkpoint(
+        "checkpoint_block",
+        [this, cu](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{forward(in[0], Checkpointing::none, cu)};
+        },
+        {x})[0];
   Tensor mixed;
   if (checkpointing == Checkpointing::kernel)
-    mixed =
-        autograd::checkpoint("checkpoint_attn",
-                             [this](const std::vector<Tensor>& in) {
-                               return std::vector<Tensor>{attn->forward(attn_norm->forward(in[0]))};
-                             },
-                             {x})[0];
+    mixed = autograd::checkpoint(
+        "checkpoint_attn",
+        [this, cu](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{attn->forward(attn_norm->forward(in[0]), cu)};
+        },
+        {x})[0];
   else
-    mixed = attn->forward(attn_norm->forward(x));
+    mixed = attn->forward(attn_norm->forward(x), cu);
   Tensor h = ops::add(x, mixed);
   return ops::add(h, mlp->forward(mlp_norm->forward(h)));
 }
@@ -67,24 +69,24 @@ const Tensor& CausalLM::lm_head_weight() const {
   return lm_head ? lm_head->weight : model->embeddings->weight;
 }
 
-Tensor CausalLM::hidden(const Tensor& ids) const {
+Tensor CausalLM::hidden(const Tensor& ids, const CuSeqlens& cu) const {
   GDN_CHECK(ids.dim() == 2, "CausalLM: token ids must be [B, T], got ", shape_str(ids.shape()));
   autograd::ScopeGuard scope("model");
   Tensor h = model->embeddings->forward(ids, compute_dtype);
-  for (const auto& layer : model->layers) h = layer->forward(h, checkpointing);
+  for (const auto& layer : model->layers) h = layer->forward(h, checkpointing, cu);
   return model->norm->forward(h);
 }
 
-Tensor CausalLM::logits(const Tensor& ids) const {
-  Tensor h = hidden(ids);
+Tensor CausalLM::logits(const Tensor& ids, const CuSeqlens& cu) const {
+  Tensor h = hidden(ids, cu);
   autograd::ScopeGuard scope("lm_head");
   return ops::linear(h, ops::cast(lm_head_weight(), h.dtype()));
 }
 
-Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, const CuSeqlens& cu) const {
   GDN_CHECK(targets.shape() == ids.shape(), "CausalLM::loss: targets ", shape_str(targets.shape()),
             " and inputs ", shape_str(ids.shape()), " differ");
-  Tensor h = hidden(ids);
+  Tensor h = hidden(ids, cu);
   autograd::ScopeGuard scope("loss");
   return ops::linear_cross_entropy(ops::reshape(h, {-1, cfg.hidden_size}), lm_head_weight(),
                                    ops::reshape(targets, {-1}), -100);

@@ -11,9 +11,9 @@ ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
   register_parameter("weight", &weight);
 }
 
-Tensor ShortConv::forward(const Tensor& x) const {
+Tensor ShortConv::forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens) const {
   ModuleScope scope(*this);
-  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype())));
+  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype()), cu_seqlens));
 }
 
 }  // namespace gdn::nn

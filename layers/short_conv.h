@@ -1,6 +1,8 @@
 // ShortConv: fla's ShortConvolution, a causal depthwise conv1d then SiLU, weight [C, 1, W]
 // initialised N(0, initializer_range).
 #pragma once
+#include <vector>
+
 #include "layers/module.h"
 
 namespace gdn::nn {
@@ -8,7 +10,8 @@ namespace gdn::nn {
 class ShortConv : public Module {
  public:
   ShortConv(int64_t channels, int64_t width, const InitContext& ctx);
-  Tensor forward(const Tensor& x) const;  // x [B, T, C]
+  // x [B, T, C]; with cu_seqlens (packed sequences, B = 1) the conv restarts at each boundary.
+  Tensor forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens = {}) const;
   Tensor weight;
 };
 

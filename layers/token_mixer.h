@@ -20,10 +20,16 @@ struct MixerState {
 // One layer's generation state; null = fresh (the mixer creates it on first use).
 using LayerState = std::unique_ptr<MixerState>;
 
+// Packed sequences of an input [1, T, hidden]: fla's cu_seqlens, host offsets 0 = cu[0] < cu[1]
+// < ... < cu[N] = T; sequence n is positions [cu[n], cu[n + 1]) and is mixed as if it were
+// alone. Empty: each of the B rows is one sequence.
+using CuSeqlens = std::vector<int64_t>;
+
 class TokenMixer : public Module {
  public:
-  // x [B, T, hidden] -> [B, T, hidden].
-  virtual Tensor forward(const Tensor& x) const = 0;
+  // x [B, T, hidden] -> [B, T, hidden]; with cu_seqlens (B = 1) no token sees another sequence.
+  virtual Tensor forward(const Tensor& x, const CuSeqlens& cu_seqlens) const = 0;
+  Tensor forward(const Tensor& x) const { return forward(x, CuSeqlens{}); }
   // The same, continuing from `state` (updated in place): generation, one chunk of tokens at a
   // time.
   virtual Tensor forward_with_state(const Tensor& x, LayerState& state) const = 0;

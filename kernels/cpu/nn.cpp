@@ -126,19 +126,27 @@ void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, in
   }
 }
 
+namespace {
+// The first position a tap of output s may read: its sequence's start (0 unpacked).
+inline int64_t first_tap(const int64_t* seq_start, int64_t s) {
+  return seq_start ? seq_start[s] : 0;
+}
+}  // namespace
+
 template <typename T>
-void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                           T* y) {
+void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
+                           const int64_t* seq_start) {
   using A = acc_t<T>;
 #pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t s = 0; s < t; ++s) {
       T* yr = y + (bi * t + s) * c;
+      const int64_t lo = first_tap(seq_start, s);
       for (int64_t ch = 0; ch < c; ++ch) {
         A acc = 0;
         for (int64_t j = 0; j < k; ++j) {
           const int64_t src = s - k + 1 + j;
-          if (src >= 0) acc += to_acc(w[ch * k + j]) * to_acc(x[(bi * t + src) * c + ch]);
+          if (src >= lo) acc += to_acc(w[ch * k + j]) * to_acc(x[(bi * t + src) * c + ch]);
         }
         yr[ch] = from_acc<T>(acc);
       }
@@ -147,7 +155,7 @@ void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t
 
 template <typename T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                            int64_t k, T* dx, T* dw) {
+                            int64_t k, T* dx, T* dw, const int64_t* seq_start) {
   using A = acc_t<T>;
   if (dx) {
 #pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
@@ -157,7 +165,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
           A acc = 0;
           for (int64_t j = 0; j < k; ++j) {
             const int64_t dst = s + k - 1 - j;
-            if (dst < t) acc += to_acc(w[ch * k + j]) * to_acc(dy[(bi * t + dst) * c + ch]);
+            if (dst < t && first_tap(seq_start, dst) <= s)
+              acc += to_acc(w[ch * k + j]) * to_acc(dy[(bi * t + dst) * c + ch]);
           }
           dx[(bi * t + s) * c + ch] = from_acc<T>(acc);
         }
@@ -170,7 +179,9 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
         A acc = 0;
         for (int64_t bi = 0; bi < b; ++bi)
           for (int64_t s = std::max<int64_t>(0, k - 1 - j); s < t; ++s)
-            acc += to_acc(dy[(bi * t + s) * c + ch]) * to_acc(x[(bi * t + s - k + 1 + j) * c + ch]);
+            if (s - k + 1 + j >= first_tap(seq_start, s))
+              acc +=
+                  to_acc(dy[(bi * t + s) * c + ch]) * to_acc(x[(bi * t + s - k + 1 + j) * c + ch]);
         dw[ch * k + j] = from_acc<T>(acc);
       }
   }
@@ -189,9 +200,9 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
   template void l2_norm_forward<T>(const T*, int64_t, int64_t, double, T*, acc_t<T>*);             \
   template void l2_norm_backward<T>(const T*, const acc_t<T>*, const T*, int64_t, int64_t, T*);    \
   template void causal_conv1d_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, int64_t,   \
-                                         T*);                                                      \
+                                         T*, const int64_t*);                                      \
   template void causal_conv1d_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, \
-                                          int64_t, T*, T*);
+                                          int64_t, T*, T*, const int64_t*);
 INST(float)
 INST(double)
 INST(bf16)

@@ -33,12 +33,16 @@ template <typename T>
 void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, int64_t d, T* dx);
 
 // Causal depthwise conv1d: x, y [b, t, c], w [c, k]: y[b,s,c] = sum_j w[c,j] x[b, s-k+1+j, c].
+// Packed sequences: seq_start [t] (null: none) holds the first position of the sequence each
+// position belongs to, and a tap reads x[src] only when src >= seq_start[s], so the conv restarts
+// at every boundary (each sequence sees zeros before its start, as if alone).
 template <typename T>
-void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                           T* y);
+void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
+                           const int64_t* seq_start = nullptr);
 // dx[b,s,c] = sum_j w[c,j] dy[b, s+k-1-j, c];  dw[c,j] = sum_{b,s} dy[b,s,c] x[b, s-k+1+j, c]
+// (with seq_start: only the taps the forward read).
 template <typename T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                            int64_t k, T* dx, T* dw);
+                            int64_t k, T* dx, T* dw, const int64_t* seq_start = nullptr);
 
 }  // namespace gdn::cpu

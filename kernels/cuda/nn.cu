@@ -156,9 +156,10 @@ template <typename T>
 struct ConvDwTerm {  // dw[ch, j] = sum_{b,s} dy[b,s,ch] x[b, s-k+1+j, ch]  (row = b * t + s)
   const T *x, *dy;
   int64_t t, c, k;
+  const int64_t* seq_start;  // null: one sequence per row; else only taps inside the sequence
   __device__ acc_t<T> operator()(int64_t row, int64_t col) const {
     const int64_t ch = col / k, j = col % k, s = row % t;
-    if (s < k - 1 - j) return acc_t<T>(0);
+    if (s - k + 1 + j < (seq_start ? seq_start[s] : 0)) return acc_t<T>(0);
     return to_acc(dy[row * c + ch]) * to_acc(x[(row - k + 1 + j) * c + ch]);
   }
 };
@@ -209,16 +210,20 @@ void column_sums(Term term, int64_t n, int64_t cols, T* out, acc_t<T>* workspace
 
 // out[b, s, ch] = sum_j w[ch, j] in[b, s + dir (j - k + 1), ch] over the taps j whose step lies in
 // [0, t): dir = 1 is the causal conv, y from x; dir = -1 its dx from dy (the taps in reverse).
+// seq_start (null: none) keeps every tap inside one packed sequence: the forward reads src >=
+// seq_start[s], so the backward's output s takes dy[dst] only where seq_start[dst] <= s.
 template <typename T>
 __global__ void conv_taps_kernel(const T* w, const T* in, int64_t b, int64_t t, int64_t c,
-                                 int64_t k, int64_t dir, T* out) {
+                                 int64_t k, int64_t dir, const int64_t* seq_start, T* out) {
   using A = acc_t<T>;
   GDN_GRID_LOOP(e, b * t * c) {
     const int64_t ch = e % c, s = (e / c) % t, row = e / c;
     A acc = 0;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t shift = dir * (j - k + 1), src = s + shift;
-      if (src >= 0 && src < t) acc += to_acc(w[ch * k + j]) * to_acc(in[(row + shift) * c + ch]);
+      if (src < 0 || src >= t) continue;
+      if (seq_start && (dir > 0 ? src < seq_start[s] : seq_start[src] > s)) continue;
+      acc += to_acc(w[ch * k + j]) * to_acc(in[(row + shift) * c + ch]);
     }
     out[e] = from_acc<T>(acc);
   }
@@ -287,21 +292,22 @@ void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, in
 
 template <typename T>
 void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
-                           void* stream) {
+                           void* stream, const int64_t* seq_start) {
   if (b * t * c == 0) return;
-  conv_taps_kernel<T>
-      <<<grid_1d(b * t * c, kThreads), kThreads, 0, as_stream(stream)>>>(w, x, b, t, c, k, 1, y);
+  conv_taps_kernel<T><<<grid_1d(b * t * c, kThreads), kThreads, 0, as_stream(stream)>>>(
+      w, x, b, t, c, k, 1, seq_start, y);
   GDN_KCUDA_LAUNCHED("causal_conv1d");
 }
 
 template <typename T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                            int64_t k, T* dx, T* dw, acc_t<T>* workspace, void* stream) {
+                            int64_t k, T* dx, T* dw, acc_t<T>* workspace, void* stream,
+                            const int64_t* seq_start) {
   cudaStream_t s = as_stream(stream);
   if (dx && b * t * c > 0)
     conv_taps_kernel<T>
-        <<<grid_1d(b * t * c, kThreads), kThreads, 0, s>>>(w, dy, b, t, c, k, -1, dx);
-  if (dw) column_sums<T>(ConvDwTerm<T>{x, dy, t, c, k}, b * t, c * k, dw, workspace, s);
+        <<<grid_1d(b * t * c, kThreads), kThreads, 0, s>>>(w, dy, b, t, c, k, -1, seq_start, dx);
+  if (dw) column_sums<T>(ConvDwTerm<T>{x, dy, t, c, k, seq_start}, b * t, c * k, dw, workspace, s);
   GDN_KCUDA_LAUNCHED("causal_conv1d backward");
 }
 
@@ -320,9 +326,9 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
   template void l2_norm_backward<T>(const T*, const acc_t<T>*, const T*, int64_t, int64_t, T*,     \
                                     void*);                                                        \
   template void causal_conv1d_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, int64_t,   \
-                                         T*, void*);                                               \
+                                         T*, void*, const int64_t*);                               \
   template void causal_conv1d_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, \
-                                          int64_t, T*, T*, acc_t<T>*, void*);
+                                          int64_t, T*, T*, acc_t<T>*, void*, const int64_t*);
 INST(float)
 INST(double)
 INST(bf16)

@@ -42,16 +42,18 @@ template <typename T>
 void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, int64_t d, T* dx,
                       void* stream);
 
-// Causal depthwise conv1d, x, y [b, t, c], w [c, k] (cpu::causal_conv1d_forward).
+// Causal depthwise conv1d, x, y [b, t, c], w [c, k] (cpu::causal_conv1d_forward); seq_start
+// (device, [t]; null: none) restarts it at packed-sequence boundaries as on the CPU.
 template <typename T>
 void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
-                           void* stream);
+                           void* stream, const int64_t* seq_start = nullptr);
 inline int64_t causal_conv1d_backward_workspace(int64_t b, int64_t t, int64_t c, int64_t k) {
   return split_rows(b * t).parts * c * k;
 }
 // dx (may be null), dw (may be null; needs the workspace above).
 template <typename T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                            int64_t k, T* dx, T* dw, acc_t<T>* workspace, void* stream);
+                            int64_t k, T* dx, T* dw, acc_t<T>* workspace, void* stream,
+                            const int64_t* seq_start = nullptr);
 
 }  // namespace gdn::cuda

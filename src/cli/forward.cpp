@@ -4,10 +4,15 @@
 // config.json and weights, same tokens, compare loss, logits and gradients. With --weights the
 // model is DIR/config.json's (a run, checkpoint or Hugging Face model directory); a CONFIG.yaml
 // given too must describe the same model, or the run stops naming the keys that differ.
+// --cu-seqlens FILE.npy packs sequences into one row (fla's cu_seqlens over the T input positions
+// of [1, T+1] tokens): the logits equal each sequence run alone, and the loss stays the mean over
+// all T targets (masking the targets across a boundary is the trainer's business).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
+#include "kernels/gated_delta_rule.h"
 #include "src/cli/commands.h"
 #include "src/data/hf_tokenizer.h"
 #include "src/io/npy.h"
@@ -21,10 +26,29 @@ namespace gdn::cli {
 namespace {
 
 struct ForwardArgs {
-  std::string config, tokens, weights, save_weights, grads, logits;
+  std::string config, tokens, weights, save_weights, grads, logits, cu_seqlens;
   std::string dtype = "float32", device = "cpu";
   std::vector<std::string> sets;
 };
+
+// The offsets of --cu-seqlens FILE (int32 or int64, [N + 1]) over the T inputs of [B, T+1]
+// tokens: 0 = cu[0] < ... < cu[N] = T with B = 1; errors name the flag, the file and the entry.
+std::vector<int64_t> load_cu_seqlens(const std::string& path, const Tensor& tokens) {
+  const Tensor t = io::load_npy(path);
+  GDN_CHECK(t.dtype() == DType::int32 || t.dtype() == DType::int64, "--cu-seqlens ", path,
+            ": offsets must be int32 or int64, got ", dtype_name(t.dtype()));
+  GDN_CHECK(t.dim() == 1, "--cu-seqlens ", path, ": offsets must be one-dimensional [N + 1], got ",
+            shape_str(t.shape()));
+  std::vector<int64_t> cu;
+  for (double v : t.to_vector()) cu.push_back(int64_t(v));
+  try {
+    gdr::validate_cu_seqlens(cu, tokens.size(0), tokens.size(1) - 1);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("--cu-seqlens ", path, " (over the T = ", tokens.size(1) - 1,
+             " input positions of --tokens ", shape_str(tokens.shape()), "): ", e.what());
+  }
+  return cu;
+}
 
 void run(const ForwardArgs& a) {
   const train::ForwardModel fm = train::resolve_forward_model(a.config, a.sets, a.weights);
@@ -41,6 +65,9 @@ void run(const ForwardArgs& a) {
   for (double t : tokens.to_vector())
     GDN_CHECK(t >= 0 && t < double(cfg.model.vocab_size), a.tokens, ": token ", t,
               " is outside the vocabulary [0, ", cfg.model.vocab_size, ")");
+
+  const std::vector<int64_t> cu =
+      a.cu_seqlens.empty() ? std::vector<int64_t>{} : load_cu_seqlens(a.cu_seqlens, tokens);
 
   Generator gen(uint64_t(cfg.train.seed));
   nn::InitContext ctx;
@@ -67,7 +94,7 @@ void run(const ForwardArgs& a) {
     // Record the graph only when gradients are asked for.
     std::unique_ptr<autograd::NoGradGuard> no_grad;
     if (!want_grads) no_grad = std::make_unique<autograd::NoGradGuard>();
-    logits = model.logits(inputs);
+    logits = model.logits(inputs, cu);
     Tensor flat = ops::reshape(logits, {-1, cfg.model.vocab_size});
     if (flat.dtype() == DType::bfloat16) flat = ops::cast(flat, DType::float32);
     loss = ops::cross_entropy(flat, ops::reshape(targets, {-1}), -100);
@@ -103,6 +130,9 @@ void add_forward_command(CLI::App& app) {
                   "write the (initial or loaded) model here (with the tokenizer of --weights)");
   cmd->add_option("--grads", a->grads, "write d loss / d parameter as safetensors");
   cmd->add_option("--logits", a->logits, "write the logits [B, T, V] as .npy");
+  cmd->add_option("--cu-seqlens", a->cu_seqlens,
+                  "int32/int64 .npy [N+1]: packed sequences over the T inputs of [1, T+1] tokens "
+                  "(fla's cu_seqlens; each runs as if alone)");
   cmd->add_option("--dtype", a->dtype, "float32, float64 or bfloat16 activations")
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();

@@ -1,10 +1,12 @@
-// `gdn generate DIR --prompt TEXT --max-tokens N [--temperature T --top-k K --top-p P --seed S]`:
+// `gdn generate DIR --prompt TEXT --max-tokens N [--temperature T --top-k K --top-p P --seed S]
+// [--reset-on-eos]`:
 // samples from a model through the recurrent state, so each new token costs the same time and
 // memory however long the text gets (the point of linear attention). DIR is a run directory, a
 // checkpoint directory or any Hugging Face model directory with its tokenizer. The text goes to
 // stdout as it is made, byte for byte (a generated NUL included) and ending with a newline;
 // tokens/s goes to stderr after it.
 #include <cstdio>
+#include <string>
 
 #include "src/cli/commands.h"
 #include "src/train/model_dir.h"
@@ -38,9 +40,13 @@ void run(const GenerateArgs& a) {
         std::fflush(stdout);
       });
   std::fflush(stdout);  // the sample (with its final newline) before the stats line on stderr
-  std::fprintf(stderr, "gdn: prompt %lld tokens in %.2fs; generated %lld tokens at %.1f tokens/s\n",
+  std::fprintf(stderr,
+               "gdn: prompt %lld tokens in %.2fs; generated %lld tokens at %.1f tokens/s%s\n",
                (long long)s.prompt_tokens, s.prompt_s, (long long)s.generated,
-               s.generate_s > 0 ? double(s.generated) / s.generate_s : 0.0);
+               s.generate_s > 0 ? double(s.generated) / s.generate_s : 0.0,
+               a.options.reset_on_eos
+                   ? (", " + std::to_string(s.resets.size()) + " end(s) of document").c_str()
+                   : "");
 }
 
 }  // namespace
@@ -62,6 +68,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", a->options.sampling.top_p, "nucleus sampling mass (1 = off)")
       ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--reset-on-eos", a->options.reset_on_eos,
+                "at an end-of-document token, restart the recurrent state and conv cache and go "
+                "on with a new document (default: stop there)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto")->capture_default_str();
   cmd->callback([a] { run(*a); });
 }

@@ -54,6 +54,45 @@ Batch make_batch(const Shard& shard, std::vector<int64_t> starts, int64_t seq_le
   return b;
 }
 
+template <typename T>
+void fill_packed_rows(const Shard& shard, const PackedRows& packed,
+                      const std::vector<int64_t>& rows, Batch& b) {
+  const int64_t width = packed.row_tokens, seq_len = width - 1;
+  T* tok = b.tokens.data<T>();
+  T* in = b.inputs.data<T>();
+  T* tgt = b.targets.data<T>();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int64_t i = int64_t(r);
+    fill_packed_row<T>(shard, packed, rows[r], tok + i * width, tgt + i * seq_len, i * seq_len,
+                       b.cu_seqlens);
+    std::copy(tok + i * width, tok + i * width + seq_len, in + i * seq_len);
+    b.starts.push_back(packed.piece_start[size_t(packed.row_begin[size_t(rows[r])])]);
+  }
+  b.cu_seqlens.push_back(int64_t(rows.size()) * seq_len);
+}
+
+// A batch of packed rows (their indices in the layout).
+Batch make_packed_batch(const Shard& shard, const PackedRows& packed,
+                        const std::vector<int64_t>& rows, DType dtype, int64_t step) {
+  Batch b;
+  b.step = step;
+  const int64_t n = int64_t(rows.size()), seq_len = packed.row_tokens - 1;
+  b.tokens = Tensor::empty({n, seq_len + 1}, dtype);
+  b.inputs = Tensor::empty({n, seq_len}, dtype);
+  b.targets = Tensor::empty({n, seq_len}, dtype);
+  if (dtype == DType::int32) {
+    fill_packed_rows<int32_t>(shard, packed, rows, b);
+  } else {
+    fill_packed_rows<int64_t>(shard, packed, rows, b);
+  }
+  return b;
+}
+
+std::shared_ptr<const PackedRows> packed_layout(const Shard& shard, int32_t eos, int64_t seq_len) {
+  if (eos < 0) return nullptr;
+  return std::make_shared<const PackedRows>(pack_documents(shard, eos, seq_len));
+}
+
 void check_common(const Shard& shard, int64_t batch_size, int64_t seq_len, int rank, int world_size,
                   DType dtype, const char* what) {
   GDN_CHECK(batch_size >= 1, what, ": batch_size must be >= 1, got ", batch_size);
@@ -92,6 +131,7 @@ DataLoader::DataLoader(std::shared_ptr<const Shard> shard, const LoaderOptions& 
   GDN_CHECK(!options_.prefetch || options_.prefetch_depth >= 1,
             "DataLoader: prefetch_depth must be >= 1, got ", options_.prefetch_depth);
   num_starts_ = shard_->size() - options_.seq_len;
+  packed_ = packed_layout(*shard_, options_.pack_eos, options_.seq_len);
 }
 
 DataLoader::~DataLoader() {
@@ -100,8 +140,15 @@ DataLoader::~DataLoader() {
 
 Batch DataLoader::batch_at(int64_t step) const {
   GDN_CHECK(step >= 0, "DataLoader: step must be >= 0, got ", step);
-  std::vector<int64_t> starts(size_t(options_.batch_size));
   const int64_t global_batch = options_.batch_size * options_.world_size;
+  if (packed_) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < options_.batch_size; ++i)
+      rows.push_back(permuted_row(step * global_batch + options_.rank * options_.batch_size + i,
+                                  packed_->num_rows(), options_.seed));
+    return make_packed_batch(*shard_, *packed_, rows, options_.dtype, step);
+  }
+  std::vector<int64_t> starts(size_t(options_.batch_size));
   for (int64_t i = 0; i < options_.batch_size; ++i)
     starts[size_t(i)] = window_start(options_.seed, step, options_.rank * options_.batch_size + i,
                                      global_batch, num_starts_);
@@ -186,7 +233,7 @@ void DataLoader::worker_loop() {
 
 SequentialLoader::SequentialLoader(std::shared_ptr<const Shard> shard, int64_t batch_size,
                                    int64_t seq_len, int64_t max_batches, int rank, int world_size,
-                                   DType dtype)
+                                   DType dtype, int32_t pack_eos)
     : shard_(std::move(shard)),
       batch_size_(batch_size),
       seq_len_(seq_len),
@@ -196,7 +243,9 @@ SequentialLoader::SequentialLoader(std::shared_ptr<const Shard> shard, int64_t b
   GDN_CHECK(shard_, "SequentialLoader: no shard");
   check_common(*shard_, batch_size, seq_len, rank, world_size, dtype, "SequentialLoader");
   GDN_CHECK(max_batches >= 0, "SequentialLoader: max_batches must be >= 0, got ", max_batches);
-  const int64_t total = (shard_->size() - 1) / seq_len;  // windows on all ranks
+  packed_ = packed_layout(*shard_, pack_eos, seq_len);
+  // Windows (or packed rows) on all ranks.
+  const int64_t total = packed_ ? packed_->num_rows() : (shard_->size() - 1) / seq_len;
   num_windows_ = total / world_size + (rank < total % world_size ? 1 : 0);
   num_batches_ = (num_windows_ + batch_size - 1) / batch_size;
   if (max_batches > 0) num_batches_ = std::min(num_batches_, max_batches);
@@ -208,7 +257,12 @@ bool SequentialLoader::next(Batch& out) {
   const int64_t rows = std::min(batch_size_, num_windows_ - first);
   std::vector<int64_t> starts(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i)
-    starts[size_t(i)] = ((first + i) * world_size_ + rank_) * seq_len_;
+    starts[size_t(i)] = ((first + i) * world_size_ + rank_) * (packed_ ? 1 : seq_len_);
+  if (packed_) {  // starts are row indices of the layout
+    out = make_packed_batch(*shard_, *packed_, starts, dtype_, next_batch_);
+    ++next_batch_;
+    return true;
+  }
   out = make_batch(*shard_, std::move(starts), seq_len_, dtype_, next_batch_);
   ++next_batch_;
   return true;

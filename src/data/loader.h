@@ -15,6 +15,10 @@
 // SequentialLoader (evaluation): non-overlapping windows covering the shard in order: window j
 // has inputs tokens[j*T, (j+1)*T) and targets one token later; rank r takes windows r, r + W,
 // r + 2W, ... (W = world size) and batches them in order, the last batch possibly smaller.
+// Packing (LoaderOptions::pack_eos >= 0, src/data/packing.h): the rows are whole documents
+// instead of windows. Training draws global row index i = step * W * B + g of the rows in the
+// seeded order of permuted_row (every row once per epoch), still a pure function of (seed,
+// step, g); validation takes the rows in layout order, as windows above.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "src/core/tensor.h"
+#include "src/data/packing.h"
 #include "src/data/shard.h"
 
 namespace gdn::data {
@@ -36,6 +41,10 @@ struct Batch {
   Tensor inputs;                // [B, T]  = tokens[:, :T] (contiguous copy)
   Tensor targets;               // [B, T]  = tokens[:, 1:] (contiguous copy)
   std::vector<int64_t> starts;  // shard offset of each row's first token
+  // Packed documents (src/data/packing.h): fla's cu_seqlens over the B * T inputs flattened
+  // into one row, covering every row and document; the targets across a boundary are -100.
+  // Empty: each row is one sequence.
+  std::vector<int64_t> cu_seqlens;
   int64_t batch_size() const { return int64_t(starts.size()); }
 };
 
@@ -48,6 +57,7 @@ struct LoaderOptions {
   bool prefetch = true;        // prepare batches on a worker thread
   int prefetch_depth = 2;      // batches ready ahead of the trainer (1 or 2 is plenty)
   DType dtype = DType::int32;  // int32 or int64
+  int32_t pack_eos = -1;       // >= 0: pack whole documents ending in this token; -1: windows
 };
 
 // The position of a DataLoader: the step its next() returns.
@@ -76,6 +86,8 @@ class DataLoader {
   void set_state(const LoaderState& s);
   const LoaderOptions& options() const { return options_; }
   const Shard& shard() const { return *shard_; }
+  // The document layout when packing (null otherwise).
+  const PackedRows* packed() const { return packed_.get(); }
 
  private:
   void start_worker();
@@ -85,6 +97,7 @@ class DataLoader {
   std::shared_ptr<const Shard> shard_;
   LoaderOptions options_;
   int64_t num_starts_ = 0;
+  std::shared_ptr<const PackedRows> packed_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -99,9 +112,11 @@ class DataLoader {
 class SequentialLoader {
  public:
   // max_batches 0: every window of this rank.
+  // pack_eos >= 0: rows of whole documents ending in that token (LoaderOptions::pack_eos).
   SequentialLoader(std::shared_ptr<const Shard> shard, int64_t batch_size, int64_t seq_len,
                    int64_t max_batches = 0, int rank = 0, int world_size = 1,
-                   DType dtype = DType::int32);
+                   DType dtype = DType::int32, int32_t pack_eos = -1);
+  const PackedRows* packed() const { return packed_.get(); }
   int64_t num_windows() const { return num_windows_; }  // on this rank, before max_batches
   int64_t num_batches() const { return num_batches_; }
   // Fills `out` with the next batch; false once all num_batches() were returned.
@@ -113,6 +128,7 @@ class SequentialLoader {
   int64_t batch_size_, seq_len_;
   int rank_, world_size_;
   DType dtype_;
+  std::shared_ptr<const PackedRows> packed_;
   int64_t num_windows_ = 0, num_batches_ = 0, next_batch_ = 0;
 };
 

@@ -46,6 +46,10 @@ class Fields {
               ", expected a string");
     return j.get<std::string>();
   }
+  // A top-level boolean; false when absent (older meta.json files).
+  bool flag(const std::string& name) const {
+    return root_.contains(name) && root_[name].is_boolean() && root_[name].get<bool>();
+  }
   // Fails with "field NAME is <have>, but <why>" unless ok.
   template <typename T, typename... Why>
   void expect(bool ok, const std::string& name, const T& have, const Why&... why) const {
@@ -168,6 +172,7 @@ PreparedData open_prepared(const std::string& dir) {
   f.expect(eos == p.tokenizer->eos_id(), "eos_id", eos, "the tokenizer's is ",
            p.tokenizer->eos_id(), kRedo);
   const int64_t width = f.integer("token_bytes", 1);
+  p.eos_appended = eos >= 0 && f.flag("eos_appended");
 
   // Each shard: its file, its header's token count, vocabulary and width.
   for (const char* split : {"train", "val"}) {

@@ -25,7 +25,8 @@ struct PreparedData {
   std::shared_ptr<const Shard> train, val;
   std::unique_ptr<Tokenizer> tokenizer;
   int64_t train_documents = 0, val_documents = 0;
-  int64_t val_bytes = 0;  // text behind val.bin (0: unknown, e.g. a single document's tail)
+  bool eos_appended = false;  // the tokenizer's eos ends every document (data.pack: documents)
+  int64_t val_bytes = 0;      // text behind val.bin (0: unknown, e.g. a single document's tail)
   // Text bytes per val token, for bits per byte (0 when unknown).
   double val_bytes_per_token() const {
     return val_bytes > 0 && val->size() > 0 ? double(val_bytes) / double(val->size()) : 0;

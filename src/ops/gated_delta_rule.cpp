@@ -4,6 +4,7 @@
 #include "src/ops/gated_delta_rule.h"
 
 #include <cmath>
+#include <set>
 
 #include "kernels/gdr_registry.h"
 #include "src/autograd/function.h"
@@ -23,20 +24,38 @@ Tensor workspace(int64_t elems, DType dtype, Device device) {
   return empty({elems}, dtype, device);
 }
 
+// Kernels that do not take cu_seqlens run a packed Problem a sequence at a time on one
+// workspace sized for the largest; that size depends on each sequence's own length alone, so a
+// Problem with one sequence of each distinct length needs the same. Sizing it instead keeps
+// millions of sequences (a huge batch checked on meta) from costing O(N^2).
+gdr::Problem one_sequence_per_length(const gdr::Problem& p, bool split) {
+  if (!p.packed() || !split) return p;
+  std::set<int64_t> lens;
+  for (size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
+    lens.insert(p.cu_seqlens[n + 1] - p.cu_seqlens[n]);
+  gdr::Problem q = p;
+  q.cu_seqlens.assign(1, 0);
+  for (int64_t len : lens) q.cu_seqlens.push_back(q.cu_seqlens.back() + len);
+  q.T = q.cu_seqlens.back();
+  return q;
+}
+
 // Accumulator elements of scratch the implementation needs on this device for inputs of dtype
 // `dt` (the CPU and CUDA kernels keep different scratch; meta sizes the CPU's).
-int64_t workspace_elems(const gdr::Problem& p, Device dev, DType dt, bool backward) {
-  const gdr::Implementation& impl = gdr::implementation_of(p);
+int64_t workspace_elems(const gdr::Problem& packed, Device dev, DType dt, bool backward) {
+  const gdr::Implementation& impl = gdr::implementation_of(packed);
   const int64_t in_bytes = int64_t(dtype_size(dt));
 #if defined(GDN_WITH_CUDA)
   if (dev.is_cuda()) {
     detail::stream_of(dev);  // the fused plan reads the current device
+    const gdr::Problem p = one_sequence_per_length(packed, !impl.cuda->packed);
     return backward ? impl.cuda_backward_workspace(p, in_bytes)
                     : impl.cuda_forward_workspace(p, in_bytes);
   }
 #endif
   (void)dev;
   (void)in_bytes;
+  const gdr::Problem p = one_sequence_per_length(packed, !impl.cpu.packed);
   return backward ? impl.cpu_backward_workspace(p) : impl.cpu_forward_workspace(p);
 }
 
@@ -170,8 +189,7 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
   if (h0.defined()) {
     const Shape want{p.num_seqs(), p.HV, p.K, p.V};
     GDN_CHECK(h0.shape() == want, "gated_delta_rule: h0 ", shape_str(h0.shape()), " must be ",
-              p.packed() ? "[N, HV, K, V] (N sequences in cu_seqlens) = "
-                         : "[B, HV, K, V] = ",
+              p.packed() ? "[N, HV, K, V] (N sequences in cu_seqlens) = " : "[B, HV, K, V] = ",
               shape_str(want));
     GDN_CHECK(h0.dtype() == acc_dtype(q.dtype()), "gated_delta_rule: h0 must be ",
               dtype_name(acc_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " inputs, got ",

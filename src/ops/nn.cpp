@@ -9,6 +9,7 @@
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/nn.h"  // a plain header: its scratch sizes are used in every build
+#include "kernels/gated_delta_rule.h"
 #include "src/autograd/node.h"
 #include "src/core/allocator.h"
 #include "src/ops/dispatch.h"
@@ -323,26 +324,27 @@ Tensor cuda_scratch_bytes(Device dev, size_t bytes) {
   return cuda_scratch(dev, int64_t((bytes + 3) / 4), DType::float32);
 }
 
+// cuDNN cannot restart a convolution inside a row: packed input (seq_start) runs direct.
 template <typename T>
 void conv1d_forward_cuda(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
-                         Device dev) {
+                         const int64_t* seq_start, Device dev) {
   void* s = stream_of(dev);
   if constexpr (cuda::kCudnnConv1dType<T>) {
-    if (conv1d_on_cudnn<T>()) {
+    if (!seq_start && conv1d_on_cudnn<T>()) {
       const size_t bytes = cuda::causal_conv1d_cudnn_forward_workspace<T>(b, t, c, k, s);
       Tensor ws = cuda_scratch_bytes(dev, bytes);
       return cuda::causal_conv1d_cudnn_forward<T>(x, w, b, t, c, k, y, ws.data_ptr(), bytes, s);
     }
   }
-  cuda::causal_conv1d_forward<T>(x, w, b, t, c, k, y, s);
+  cuda::causal_conv1d_forward<T>(x, w, b, t, c, k, y, s, seq_start);
 }
 
 template <typename T>
 void conv1d_backward_cuda(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                          int64_t k, T* dx, T* dw, Device dev) {
+                          int64_t k, T* dx, T* dw, const int64_t* seq_start, Device dev) {
   void* s = stream_of(dev);
   if constexpr (cuda::kCudnnConv1dType<T>) {
-    if (conv1d_on_cudnn<T>()) {
+    if (!seq_start && conv1d_on_cudnn<T>()) {
       const size_t bytes = cuda::causal_conv1d_cudnn_backward_workspace<T>(
           b, t, c, k, dx != nullptr, dw != nullptr, s);
       Tensor ws = cuda_scratch_bytes(dev, bytes);
@@ -354,13 +356,38 @@ void conv1d_backward_cuda(const T* x, const T* w, const T* dy, int64_t b, int64_
                                 dtype_of<acc_t<T>>::value)
                  : Tensor();
   cuda::causal_conv1d_backward<T>(x, w, dy, b, t, c, k, dx, dw, dw ? ws.data<acc_t<T>>() : nullptr,
-                                  s);
+                                  s, seq_start);
 }
 
 }  // namespace
 #endif
 
-Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
+namespace {
+
+// seq_start [T] int64 on x's device: the first position of the packed sequence holding each
+// position (cu_seqlens validated against B = 1 and T); undefined without cu_seqlens.
+Tensor conv_seq_starts(const std::vector<int64_t>& cu, int64_t b, int64_t t, Device dev) {
+  if (cu.empty()) return Tensor();
+  try {
+    gdr::validate_cu_seqlens(cu, b, t);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("causal_conv1d: ", e.what());
+  }
+  if (dev.is_meta()) return empty({t}, DType::int64, dev);  // shapes only: nothing to fill
+  Tensor host = Tensor::empty({t}, DType::int64);
+  int64_t* p = host.data<int64_t>();
+  for (size_t n = 0; n + 1 < cu.size(); ++n) std::fill(p + cu[n], p + cu[n + 1], cu[n]);
+  return dev.is_cpu() ? host : to_device(host, dev);
+}
+
+const int64_t* seq_start_ptr(const Tensor& starts) {
+  return starts.defined() ? starts.data<int64_t>() : nullptr;
+}
+
+}  // namespace
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
+                     const std::vector<int64_t>& cu_seqlens) {
   detail::common_device("causal_conv1d", {x, weight_in});
   detail::check_same_dtype("causal_conv1d", x, weight_in);
   Tensor weight = weight_in;
@@ -375,24 +402,26 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2), k = weight.size(1);
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
   const Device dev = x.device();
+  Tensor starts = conv_seq_starts(cu_seqlens, b, t, dev);
   Tensor y = empty(x.shape(), x.dtype(), dev);
   dispatch_dtype<FloatingTypes>(x.dtype(), "causal_conv1d", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
     GDN_RUN_ON_DEVICE(dev, "causal_conv1d",
                       cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c,
-                                                 k, y.data<scalar_t>()),
+                                                 k, y.data<scalar_t>(), seq_start_ptr(starts)),
                       conv1d_forward_cuda(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
-                                          y.data<scalar_t>(), dev));
+                                          y.data<scalar_t>(), seq_start_ptr(starts), dev));
   });
   if (autograd::needs_grad({x, weight}))
     autograd::record(
-        "causal_conv1d", {x, weight}, y, {xc, wc},
+        "causal_conv1d", {x, weight}, y, {xc, wc, starts},
         [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
             const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
           const Device dev = gc.device();
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
+          const int64_t* st = seq_start_ptr(s[2]);
           dispatch_dtype<FloatingTypes>(gc.dtype(), "causal_conv1d backward", [&](auto tag) {
             using scalar_t = typename decltype(tag)::type;
             scalar_t* dxp = gx ? dx.data<scalar_t>() : nullptr;
@@ -400,9 +429,9 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in) {
             GDN_RUN_ON_DEVICE(
                 dev, "causal_conv1d backward",
                 cpu::causal_conv1d_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
-                                            gc.data<scalar_t>(), b, t, c, k, dxp, dwp),
+                                            gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st),
                 conv1d_backward_cuda(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
-                                     gc.data<scalar_t>(), b, t, c, k, dxp, dwp, dev));
+                                     gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st, dev));
           });
           return std::vector<Tensor>{dx, dw};
         });

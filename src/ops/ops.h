@@ -99,8 +99,11 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // x / sqrt(sum(x^2, -1) + eps)
 Tensor l2_norm(const Tensor& x, double eps = 1e-6);
 // Causal depthwise conv1d over time: x [B, T, C], weight [C, W] (or [C, 1, W]);
-// y[b,t,c] = sum_j w[c,j] x[b, t-W+1+j, c], zero left padding.
-Tensor causal_conv1d(const Tensor& x, const Tensor& weight);
+// y[b,t,c] = sum_j w[c,j] x[b, t-W+1+j, c], zero left padding. With cu_seqlens (fla's packed
+// sequences: B = 1, host offsets 0 = cu[0] < ... < cu[N] = T) each sequence is padded with zeros
+// at its own start: no tap reads across a boundary, forward or backward.
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight,
+                     const std::vector<int64_t>& cu_seqlens = {});
 
 // ---- shape ---------------------------------------------------------------------------------
 Tensor view(const Tensor& a, const Shape& shape);     // no copy; requires compatible strides

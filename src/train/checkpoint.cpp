@@ -118,6 +118,7 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                        {"elapsed_s", state.elapsed_s},
                        {"world_size", state.world_size},
                        {"global_batch", state.global_batch},
+                       {"data_pack", state.data_pack},
                        {"format", kTrainerStateFormat}};
   io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), js.dump(2) + "\n");
   // Extra files of the model directory (the tokenizer's, ...) go into `tmp` here, before the
@@ -233,6 +234,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   s.elapsed_s = f.number("elapsed_s", 0.0);
   s.world_size = f.integer("world_size", 1, &one);
   s.global_batch = f.integer("global_batch", 0, &zero);
+  if (j.contains("data_pack") && j["data_pack"].is_string()) s.data_pack = j["data_pack"];
   GDN_CHECK(s.skipped_steps <= s.step, path, ": field 'skipped_steps' (", s.skipped_steps,
             ") exceeds field 'step' (", s.step, ")");
   return s;

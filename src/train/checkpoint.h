@@ -24,6 +24,9 @@ struct TrainerState {
   double elapsed_s = 0;       // training time so far (across resumes)
   int64_t world_size = 1;     // data-parallel ranks of the run that saved it
   int64_t global_batch = 0;   // rows per micro-batch over all ranks (0: unknown, older files)
+  // How the rows were made: "documents" or "stream" (src/data/packing.h), "synthetic" (MQAR);
+  // "" in older files.
+  std::string data_pack;
 };
 
 // The trainer_state.json "format" this build writes and reads.

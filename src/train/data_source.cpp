@@ -10,6 +10,7 @@
 #include "src/data/meta.h"
 #include "src/data/mqar.h"
 #include "src/data/prepare.h"
+#include "src/ops/ops.h"
 
 namespace gdn::train {
 
@@ -43,6 +44,12 @@ class TextData final : public DataSource {
                       ? str_cat(" (delete ", dir, " and the run prepares it again)")
                       : "",
                   "; or set train.eval_every: 0 to train without validation"));
+    // Documents need their ends marked: a corpus prepared without an eos trains as stream.
+    const bool pack = cfg.data.pack == Pack::documents && p.eos_appended;
+    if (cfg.data.pack == Pack::documents && !pack)
+      pack_note_ =
+          str_cat(" (data.pack: documents needs an end-of-document token, and ", dir, " has none",
+                  tokenizer_->name() == "byte" ? ": byte vocab 258 has one" : "", ")");
     data::LoaderOptions lo;
     lo.batch_size = cfg.train.batch_size;
     lo.seq_len = cfg.data.seq_len;
@@ -50,11 +57,12 @@ class TextData final : public DataSource {
     lo.rank = rank;
     lo.world_size = world;
     lo.dtype = DType::int64;
+    lo.pack_eos = pack ? int32_t(tokenizer_->eos_id()) : -1;
     loader_ = std::make_unique<data::DataLoader>(train_, lo);
     if (val_->size() >= cfg.data.seq_len + 1)
       eval_ = std::make_unique<data::SequentialLoader>(val_, cfg.train.batch_size, cfg.data.seq_len,
                                                        cfg.train.eval_batches, rank, world,
-                                                       DType::int64);
+                                                       DType::int64, lo.pack_eos);
   }
   data::Batch next() override { return loader_->next(); }
   int64_t position() const override { return loader_->state().step; }
@@ -64,15 +72,27 @@ class TextData final : public DataSource {
   }
   bool next_eval(data::Batch& b) override { return eval_ && eval_->next(b); }
   double bytes_per_token() const override { return bytes_per_token_; }
+  std::string packing() const override { return loader_->packed() ? "documents" : "stream"; }
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   const data::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
   std::string describe() const override {
     return str_cat(dir_, ": ", tokenizer_->name(), " tokenizer (vocab ", tokenizer_->vocab_size(),
-                   "), ", train_->size(), " train / ", val_->size(), " val tokens");
+                   "), ", train_->size(), " train / ", val_->size(), " val tokens; ",
+                   packing_summary());
   }
 
  private:
-  std::string dir_;
+  // "packed: N documents in R rows of T + 1 (F% tokens, the rest padding)" or "stream".
+  std::string packing_summary() const {
+    const data::PackedRows* p = loader_->packed();
+    if (!p) return "stream windows" + pack_note_;
+    const double fill = double(p->used_tokens()) / double(p->num_rows() * p->row_tokens);
+    return str_cat("packed documents: ", p->num_documents, " in ", p->num_rows(), " rows of ",
+                   p->row_tokens, " tokens (", int(fill * 1000) / 10.0,
+                   "% text, the rest padding)");
+  }
+
+  std::string dir_, pack_note_;
   std::shared_ptr<const data::Shard> train_, val_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::unique_ptr<data::DataLoader> loader_;
@@ -113,6 +133,7 @@ class MqarData final : public DataSource {
   }
   int64_t vocab_size() const override { return eval_options_.vocab_size; }
   bool reports_accuracy() const override { return true; }
+  std::string packing() const override { return "synthetic"; }
   std::string describe() const override { return describe_; }
 
  private:
@@ -132,9 +153,12 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   data::PrepareOptions po;
   po.inputs = cfg.data.inputs;
   po.tokenizer = cfg.data.tokenizer;
+  // Byte: 258 (bos, eos) when asked, or when the model's vocabulary is that size.
+  const int64_t dv = cfg.data.vocab_size;
+  const int64_t byte_vocab = dv == 256 || dv == 258 ? dv : (cfg.model.vocab_size == 258 ? 258 : 0);
   po.vocab_size = cfg.data.tokenizer == data::TokenizerKind::sentencepiece
                       ? (cfg.data.vocab_size ? cfg.data.vocab_size : cfg.model.vocab_size)
-                      : 0;
+                      : byte_vocab;
   po.out_dir = dir;
   po.val_fraction = cfg.data.val_fraction;
   po.text_field = cfg.data.text_field;
@@ -147,6 +171,18 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
 }
 
 }  // namespace
+
+int64_t scored_targets(const data::Batch& b) {
+  int64_t n = 0;
+  for (double t : b.targets.to_vector()) n += t != -100;
+  return n;
+}
+
+Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device) {
+  Tensor in = ops::to_device(b.inputs, device), tgt = ops::to_device(b.targets, device);
+  if (b.cu_seqlens.empty()) return model.loss(in, tgt);
+  return model.loss(ops::reshape(in, {1, -1}), ops::reshape(tgt, {1, -1}), b.cu_seqlens);
+}
 
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
                                              int rank, int world_size) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "layers/model.h"
 #include "src/data/loader.h"
 #include "src/data/tokenizer.h"
 #include "src/train/run_config.h"
@@ -35,12 +36,21 @@ class DataSource {
   // Whether validation reports recall accuracy (MQAR) besides the loss.
   virtual bool reports_accuracy() const { return false; }
   virtual std::string describe() const = 0;
+  // How the training rows are made: "documents", "stream" or "synthetic" (trainer_state.json).
+  virtual std::string packing() const = 0;
 };
 
 // Builds the data of a run: shards in data.dir, or prepared into RUN_DIR/data from
 // data.inputs (or the default corpus) when data.dir is empty; or MQAR for data.task = mqar.
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,
                                              int rank = 0, int world_size = 1);
+
+// Targets a batch scores (not -100): packing masks a varying number per row.
+int64_t scored_targets(const data::Batch& b);
+
+// The mean loss of a batch over its scored targets; packed rows (Batch::cu_seqlens) run as one
+// row of B * T with their boundaries (fla's layout: the kernels take cu_seqlens with B = 1).
+Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device);
 
 // The data directory a run uses (data.dir, or RUN_DIR/data).
 std::string data_dir_of(const RunConfig& cfg, const std::string& run_dir);

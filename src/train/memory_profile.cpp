@@ -124,6 +124,17 @@ int64_t parse_bytes(const std::string& s, const std::string& what) {
   GDN_FAIL(what, ": unknown size unit '", unit, "' in '", s, "' (use ", kUnits, ")");
 }
 
+std::vector<int64_t> packed_profile_cu_seqlens(int64_t batch, int64_t seq) {
+  std::vector<int64_t> cu;
+  const int64_t mid = seq / 2 + 1;  // mid-row; off the chunk grid for a power-of-two seq
+  for (int64_t r = 0; r < batch; ++r) {
+    cu.push_back(r * seq);
+    if (mid < seq) cu.push_back(r * seq + mid);
+  }
+  cu.push_back(batch * seq);
+  return cu;
+}
+
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device_name,
                                     int64_t batch, int64_t seq, int world_size) {
   GDN_CHECK(world_size >= 1, "profile: world size must be >= 1, got ", world_size);
@@ -136,6 +147,8 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   prof.seq = seq;
   prof.dtype = dtype_name(cfg.train.dtype);
   prof.checkpointing = enum_name(cfg.train.checkpointing);
+  const bool packed = cfg.data.task == Task::text && cfg.data.pack == Pack::documents;
+  prof.packing = enum_name(packed ? Pack::documents : Pack::stream);
   reset_peak_memory(dev);
   const MemoryStats base = memory_stats(dev);
   int64_t seen_peak = base.peak;
@@ -176,10 +189,14 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
                                                     cfg.dist.bucket_mb * (int64_t(1) << 20));
     phase("setup");
     Generator data(7);
-    Tensor ids = ops::randint({batch, seq}, 0, cfg.model.vocab_size, DType::int64, dev, &data);
-    Tensor tgt = ops::randint({batch, seq}, 0, cfg.model.vocab_size, DType::int64, dev, &data);
+    // The trainer's layout: packed batches are one row of batch * seq (src/data/packing.h).
+    const Shape shape = packed ? Shape{1, batch * seq} : Shape{batch, seq};
+    const std::vector<int64_t> cu =
+        packed ? packed_profile_cu_seqlens(batch, seq) : std::vector<int64_t>{};
+    Tensor ids = ops::randint(shape, 0, cfg.model.vocab_size, DType::int64, dev, &data);
+    Tensor tgt = ops::randint(shape, 0, cfg.model.vocab_size, DType::int64, dev, &data);
     {
-      Tensor loss = model.loss(ids, tgt);
+      Tensor loss = model.loss(ids, tgt, cu);
       phase("forward");
       add_saved_activations(loss, prof);
       if (reducer) reducer->arm();
@@ -215,6 +232,7 @@ nlohmann::json profile_json(const MemoryProfile& p) {
       {"device", p.device},
       {"dtype", p.dtype},
       {"checkpointing", p.checkpointing},
+      {"packing", p.packing},
       {"peak_bytes", p.peak_bytes},
       {"peak_phase", p.peak_phase},
       {"peak_bytes_by_category", at_peak},
@@ -236,9 +254,10 @@ std::string profile_table(const MemoryProfile& p) {
   std::string out;
   char line[200];
   std::snprintf(line, sizeof line,
-                "%s parameters, batch %lld x seq %lld, %s, checkpointing %s, on %s\n",
+                "%s parameters, batch %lld x seq %lld (%s), %s, checkpointing %s, on %s\n",
                 std::to_string(p.params).c_str(), (long long)p.batch, (long long)p.seq,
-                p.dtype.c_str(), p.checkpointing.c_str(), p.device.c_str());
+                p.packing == "stream" ? "stream" : "packed documents", p.dtype.c_str(),
+                p.checkpointing.c_str(), p.device.c_str());
   out += line;
   if (p.world_size > 1) {
     std::snprintf(line, sizeof line, "one rank of %lld (batch per rank)%s\n",

@@ -27,6 +27,9 @@ struct MemoryProfile {
   int64_t world_size = 1;  // data-parallel ranks: the profile is of one rank (rank 0)
   bool zero1 = false;      // optimizer state sharded (dist.zero1 with world_size > 1)
   std::string dtype, checkpointing;
+  // "documents" (text with data.pack: documents: the rows run as one packed row, and each row
+  // holds one document boundary) or "stream".
+  std::string packing = "stream";
   int64_t peak_bytes = 0;
   std::string peak_phase;  // setup | forward | backward | optimizer
   std::array<int64_t, kNumMemCategories> peak_by_category{};  // at the overall peak
@@ -41,11 +44,18 @@ struct MemoryProfile {
 };
 
 // Runs one step of cfg's model at [batch, seq] on `device` (meta, cpu or cuda) with random
-// tokens. The allocator peaks are reset first; everything is freed after. world_size > 1: one
+// tokens; packed as the trainer packs (packed_profile_cu_seqlens) for text with data.pack:
+// documents. The allocator peaks are reset first; everything is freed after. world_size > 1: one
 // rank of a data-parallel run (batch per rank): gradients in all-reduce buckets allocated up
 // front, and with dist.zero1 only rank 0's shard of the optimizer state (about 1/world_size).
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device, int64_t batch,
                                     int64_t seq, int world_size = 1);
+
+// The boundaries a packed profile assumes: the batch as one row of batch * seq positions, each
+// row of seq holding one document boundary off the chunk grid (two sequences per row, so the
+// kernels keep one chunk state more per row than unpacked). Rows of many short documents keep
+// more: one state per chunk each document starts.
+std::vector<int64_t> packed_profile_cu_seqlens(int64_t batch, int64_t seq);
 
 nlohmann::json profile_json(const MemoryProfile& p);
 std::string profile_table(const MemoryProfile& p);

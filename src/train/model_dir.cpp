@@ -118,18 +118,17 @@ EvalStats evaluate_model(const nn::CausalLM& model, DataSource& data, Device dev
   data::Batch b;
   double nats = 0, correct = 0;
   while (data.next_eval(b)) {
-    Tensor in = ops::to_device(b.inputs, device), tgt = ops::to_device(b.targets, device);
     // Weight each batch by the positions it scores (targets other than -100).
-    int64_t n = 0;
-    for (double t : b.targets.to_vector()) n += t != -100;
+    const int64_t n = scored_targets(b);
     if (n == 0) continue;
     if (data.reports_accuracy()) {
+      Tensor in = ops::to_device(b.inputs, device), tgt = ops::to_device(b.targets, device);
       Tensor logits = model.logits(in);
       Tensor flat = ops::cast(ops::reshape(logits, {-1, model.cfg.vocab_size}), DType::float32);
       nats += ops::cross_entropy(flat, ops::reshape(tgt, {-1}), -100).item() * double(n);
       correct += data::mqar_accuracy(logits, b.targets) * double(n);
     } else {
-      nats += model.loss(in, tgt).item() * double(n);
+      nats += batch_loss(model, b, device).item() * double(n);
     }
     s.tokens += n;
   }

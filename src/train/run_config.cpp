@@ -58,6 +58,7 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
   b.bind("data.inputs", &d.inputs);
   b.bind_enum("data.tokenizer", &d.tokenizer);
   b.bind("data.vocab_size", &d.vocab_size);
+  b.bind_enum("data.pack", &d.pack);
   b.bind("data.text_field", &d.text_field);
   b.bind("data.skip_bad_lines", &d.skip_bad_lines);
   b.bind("data.val_fraction", &d.val_fraction);

@@ -19,6 +19,14 @@ inline constexpr EnumEntry<Task> kTaskNames[] = {{Task::text, "text"}, {Task::mq
 inline EnumTable<Task> enum_table(Task) {
   return kTaskNames;
 }
+// How text becomes rows (src/data/packing.h): whole documents each starting from a fresh
+// state (needs an end-of-document token in the corpus), or windows of the token stream.
+enum class Pack { documents, stream };
+inline constexpr EnumEntry<Pack> kPackNames[] = {{Pack::documents, "documents"},
+                                                 {Pack::stream, "stream"}};
+inline EnumTable<Pack> enum_table(Pack) {
+  return kPackNames;
+}
 enum class OptimizerKind { adamw, sgd };
 inline constexpr EnumEntry<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::adamw, "adamw"},
                                                                {OptimizerKind::sgd, "sgd"}};
@@ -41,9 +49,14 @@ struct DataConfig {
   std::string dir;                  // shard directory (train.bin, val.bin, tokenizer)
   std::vector<std::string> inputs;  // text files / globs, tokenized on the fly when dir is empty
   data::TokenizerKind tokenizer = data::TokenizerKind::byte;  // with inputs
-  int64_t vocab_size = 0;  // sentencepiece vocabulary (0: model.vocab_size)
+  // sentencepiece vocabulary (0: model.vocab_size); byte: 256, or 258 with bos/eos (other
+  // values: 258 when model.vocab_size is 258, else 256)
+  int64_t vocab_size = 0;
+  // documents: rows of whole documents, with boundaries (a corpus without an eos trains as
+  // stream); stream: windows of the token stream across documents
+  Pack pack = Pack::documents;
   std::string text_field = "text";  // JSON Lines inputs: the field holding each document
-  bool skip_bad_lines = false;       // JSON Lines inputs: skip and count bad lines
+  bool skip_bad_lines = false;      // JSON Lines inputs: skip and count bad lines
   double val_fraction = 0.05;
   int64_t seq_len = 256;
   // MQAR: key-value pairs shown, then queried.

@@ -162,7 +162,16 @@ GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& to
   for (; stats.generated < options.max_tokens; ++stats.generated) {
     const int64_t next =
         sample_token(logits, options.sampling, options.seed, uint64_t(stats.generated));
-    if (next == tok.eos_id()) break;
+    stats.ids.push_back(int32_t(next));
+    if (next == tok.eos_id()) {
+      if (!options.reset_on_eos) break;
+      // A new document: fresh states (null = fresh), then the eos as its first input.
+      stats.resets.push_back(stats.generated);
+      states = std::vector<nn::LayerState>(model.model->layers.size());
+      if (stats.generated + 1 < options.max_tokens)
+        logits = model.step(to_tensor({int32_t(next)}), states);
+      continue;
+    }
     pending.push_back(int32_t(next));
     const std::string text = tok.decode(pending);
     // Four tokens cover any character; past that the bytes are not UTF-8 and go out as they are.

@@ -42,16 +42,23 @@ struct GenerateOptions {
   int64_t max_tokens = 200;
   SamplingOptions sampling;
   uint64_t seed = 0;
+  // At the tokenizer's eos, go on with a new document instead of stopping: every layer's state
+  // (delta-rule state and conv cache) restarts fresh, and the eos is the new document's first
+  // input, as a model trained on packed documents (data.pack: documents) saw each document.
+  bool reset_on_eos = false;
 };
 struct GenerateStats {
   int64_t prompt_tokens = 0, generated = 0;
   double prompt_s = 0, generate_s = 0;  // wall time of the prompt and of the new tokens
+  std::vector<int64_t> resets;          // with reset_on_eos: the index of each generated eos
+  std::vector<int32_t> ids;             // every sampled token, eos included
 };
 
-// Continues `prompt` with up to max_tokens tokens (fewer when the tokenizer's eos comes), one
-// step of the recurrent state each. Writes the prompt, then the new text to `out` as soon as it
-// is whole UTF-8 (or 4 tokens could not make it so), as raw bytes: a generated NUL is written
-// like any byte. The output ends with a newline (one is added when the text lacks it).
+// Continues `prompt` with up to max_tokens tokens (fewer when the tokenizer's eos comes, unless
+// reset_on_eos), one step of the recurrent state each; the eos itself is never written. Writes the
+// prompt, then the new text to `out` as soon as it is whole UTF-8 (or 4 tokens could not make it
+// so), as raw bytes: a generated NUL is written like any byte. The output ends with a newline (one
+// is added when the text lacks it).
 GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& tok,
                             const std::string& prompt, const GenerateOptions& options,
                             const std::function<void(std::string_view)>& out);

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -125,30 +126,44 @@ void Trainer::step_optimizer() {
   if (opt_layout_) dist::broadcast_from_owners(*comm_, sharded_params_, owners_);
 }
 
+// The step's loss is the mean over every scored target of all micro-batches and ranks: micro-
+// batch m weighs n_m / N (N summed over ranks; times W, as the reducer averages over ranks).
+// Without masking every n_m is equal and the weight is exactly 1 / grad_accum.
 double Trainer::train_step() {
   opt_->set_lr(schedule_.lr_at(state_.step));
   zero_grads();
   double loss_sum = 0;
   const int64_t accum = cfg_.train.grad_accum;
+  std::vector<data::Batch> batches;
+  std::vector<double> scored{0};
   for (int64_t m = 0; m < accum; ++m) {
-    data::Batch b = data_->next();
-    Tensor in = ops::to_device(b.inputs, device_), tgt = ops::to_device(b.targets, device_);
-    Tensor loss = model_->loss(in, tgt);
-    const double lv = loss.item();
-    loss_sum += lv;
+    batches.push_back(data_->next());
+    scored.push_back(double(scored_targets(batches.back())));
+    scored[0] += scored.back();
+  }
+  if (world_size() > 1) {
+    std::vector<double> total{scored[0]};
+    comm_->all_reduce_host(total);
+    scored[0] = total[0];
+  }
+  const double all = std::max(scored[0], 1.0);
+  for (int64_t m = 0; m < accum; ++m) {
+    Tensor loss = batch_loss(*model_, batches[size_t(m)], device_);
+    const double lv = loss.item(), n = scored[size_t(m) + 1];
+    loss_sum += lv * (n / all);
     // No point continuing this step; with several ranks every backward must run (collectives).
     if (!std::isfinite(lv) && !reducer_) break;
     if (reducer_ && m == accum - 1) reducer_->arm();  // its hooks start the all-reduces
-    ops::mul(loss, 1.0 / double(accum)).backward();
+    ops::mul(loss, n * double(world_size()) / all).backward();
   }
   if (reducer_) reducer_->finish();
   state_.data_step = data_->position();
   if (world_size() > 1) {
-    std::vector<double> v{loss_sum};  // the mean over every rank's tokens
+    std::vector<double> v{loss_sum};  // each rank's share of the mean over every target
     comm_->all_reduce_host(v);
-    loss_sum = v[0] / double(world_size());
+    loss_sum = v[0];
   }
-  return loss_sum / double(accum);
+  return loss_sum;
 }
 
 TrainerState Trainer::run() {
@@ -296,18 +311,17 @@ EvalStats Trainer::evaluate() {
   data::Batch b;
   double nats = 0, correct = 0;
   while (data_->next_eval(b)) {
-    Tensor in = ops::to_device(b.inputs, device_), tgt = ops::to_device(b.targets, device_);
     // Weight each batch by the positions it scores (targets other than -100).
-    int64_t n = 0;
-    for (double t : b.targets.to_vector()) n += t != -100;
+    const int64_t n = scored_targets(b);
     if (n == 0) continue;
     if (data_->reports_accuracy()) {
+      Tensor in = ops::to_device(b.inputs, device_), tgt = ops::to_device(b.targets, device_);
       Tensor logits = model_->logits(in);
       Tensor flat = ops::cast(ops::reshape(logits, {-1, cfg_.model.vocab_size}), DType::float32);
       nats += ops::cross_entropy(flat, ops::reshape(tgt, {-1}), -100).item() * double(n);
       correct += data::mqar_accuracy(logits, b.targets) * double(n);
     } else {
-      nats += model_->loss(in, tgt).item() * double(n);
+      nats += batch_loss(*model_, b, device_).item() * double(n);
     }
     s.tokens += n;
   }

@@ -209,12 +209,18 @@ void Trainer::init_state(const std::string& checkpoint) {
                    "%lld (%d ranks): the data continues with different rows than before\n",
                    (long long)state_.global_batch, (long long)state_.world_size,
                    (long long)global_batch, world_size());
+    if (!options_.quiet && !state_.data_pack.empty() && state_.data_pack != data_->packing())
+      std::fprintf(stderr,
+                   "gdn: note: the checkpoint's rows were made as %s, now as %s (data.pack): the "
+                   "data continues with different rows than before\n",
+                   state_.data_pack.c_str(), data_->packing().c_str());
     if (!options_.quiet)
       std::fprintf(stderr, "gdn: resumed from %s at step %lld\n", checkpoint.c_str(),
                    (long long)state_.step);
   }
   state_.world_size = world_size();
   state_.global_batch = cfg_.train.batch_size * world_size();
+  state_.data_pack = data_->packing();
 }
 
 void Trainer::init_data_parallel() {
