@@ -101,8 +101,8 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
 
 RunConfig bind_document(YAML::Node root, const std::string& source,
                         const std::vector<std::string>& overrides) {
-  // fla's model defaults are a 1.3B model whose value heads (512) no kernel runs: a config that
-  // sets nothing is a mistake (a wrong file, an empty template), not a request for them.
+  // fla's model defaults are a 1.3B model (512-wide value heads), far too large for a first run:
+  // a config that sets nothing is a mistake (a wrong file, an empty template), not a request for them.
   GDN_CHECK(io::sets_any_value(root) || !overrides.empty(), source,
             ": the config sets no key (it is empty or only comments). Start from "
             "configs/default.yaml, or give at least the model's sizes, e.g.\n",
