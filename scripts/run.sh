@@ -19,7 +19,9 @@ if [ -f "$run_dir/latest" ]; then
   echo "gdn: continuing $run_dir (delete it to start over)"
   "$gdn" train "$config" --resume "$run_dir" "$@"
 else
-  "$gdn" train "$config" --set train.out_dir="$run_dir" "$@"
+  # No checkpoint to continue: what a run stopped before its first save left there (metrics
+  # lines, config.yaml) cannot be resumed, so start over in place (data/ is kept).
+  "$gdn" train "$config" --set train.out_dir="$run_dir" --overwrite "$@"
 fi
 "$gdn" eval "$run_dir"
 "$gdn" plot "$run_dir"

@@ -24,7 +24,7 @@ int fail(const std::string& what) {
   return 1;
 }
 
-// "gdn train configs/x.yaml --set train.batch_size=1000000000": what was running.
+// "gdn train CONFIG.yaml --set train.batch_size=1000000000": what was running.
 std::string command_line(int argc, char** argv) {
   std::string s = "gdn";
   for (int i = 1; i < argc; ++i) s += std::string(" ") + argv[i];

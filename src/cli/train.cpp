@@ -37,7 +37,10 @@ void run_train(const TrainArgs& a) {
   if (t.rank() == 0)  // one summary per run, from rank 0
     std::printf("%s\n", nlohmann::json({{"step", s.step},
                                         {"tokens", s.tokens_seen},
-                                        {"best_val_loss", s.best_val_loss},
+                                        // null: the run never evaluated
+                                        {"best_val_loss", s.best_val_loss > 0
+                                                              ? nlohmann::json(s.best_val_loss)
+                                                              : nlohmann::json(nullptr)},
                                         {"run_dir", t.run_dir()}})
                             .dump()
                             .c_str());

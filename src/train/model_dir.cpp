@@ -59,7 +59,7 @@ ModelDir resolve_model_dir(const std::string& path) {
 
 RunConfig run_config_of(const ModelDir& md, const std::vector<std::string>& sets) {
   if (!md.run_config.empty()) return load_run_config(md.run_config, sets);
-  return parse_run_config("", "(defaults)", sets);
+  return default_run_config(sets);
 }
 
 nn::ModelConfig model_config_of(const ModelDir& md, const RunConfig& cfg, bool yaml_describes_model,
@@ -184,7 +184,7 @@ ForwardModel resolve_forward_model(const std::string& yaml, const std::vector<st
             "gdn forward needs CONFIG.yaml, --weights DIR (a run, checkpoint or model directory), ",
             "or both");
   ForwardModel f;
-  f.cfg = yaml.empty() ? parse_run_config("", "(defaults)", sets) : load_run_config(yaml, sets);
+  f.cfg = yaml.empty() ? default_run_config(sets) : load_run_config(yaml, sets);
   if (weights.empty()) return f;
   const ModelDir md = resolve_model_dir(weights);
   f.cfg.model = model_config_of(md, f.cfg, !yaml.empty(), sets);

@@ -100,10 +100,10 @@ void bind_all(io::ConfigBinder& b, RunConfig& c) {
 }
 
 RunConfig bind_document(YAML::Node root, const std::string& source,
-                        const std::vector<std::string>& overrides) {
+                        const std::vector<std::string>& overrides, bool require_keys = true) {
   // fla's model defaults are a 1.3B model (512-wide value heads), far too large for a first run:
-  // a config that sets nothing is a mistake (a wrong file, an empty template), not a request for them.
-  GDN_CHECK(io::sets_any_value(root) || !overrides.empty(), source,
+  // a config that sets nothing is a mistake (a wrong file, an empty template), not a request.
+  GDN_CHECK(!require_keys || io::sets_any_value(root) || !overrides.empty(), source,
             ": the config sets no key (it is empty or only comments). Start from "
             "configs/default.yaml, or give at least the model's sizes, e.g.\n",
             kMinimalConfig);
@@ -169,6 +169,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     GDN_FAIL(source, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
   }
   return bind_document(root, source, overrides);
+}
+
+RunConfig default_run_config(const std::vector<std::string>& overrides) {
+  return bind_document(YAML::Node(), "(defaults)", overrides, /*require_keys=*/false);
 }
 
 }  // namespace gdn::train

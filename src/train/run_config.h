@@ -122,5 +122,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // Same from YAML text (tests).
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
                            const std::vector<std::string>& overrides = {});
+// Every key at its default plus the overrides (source "(defaults)"): for a model directory
+// without a run around it, whose model then comes from its config.json.
+RunConfig default_run_config(const std::vector<std::string>& overrides = {});
 
 }  // namespace gdn::train
