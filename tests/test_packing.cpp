@@ -55,6 +55,11 @@ TEST(Packing, RowsHoldWholeDocumentsAndSplitOnlyLongOnes) {
       starts.push_back(p.piece_start[i]);
   std::sort(starts.begin(), starts.end());
   EXPECT_EQ(starts, (std::vector<int64_t>{3, 11, 19}));
+  // Rows follow the shard: validation's first rows are its first documents.
+  for (int64_t r = 1; r < p.num_rows(); ++r) {
+    EXPECT_LT(p.piece_start[size_t(p.row_begin[size_t(r - 1)])],
+              p.piece_start[size_t(p.row_begin[size_t(r)])]);
+  }
   // Every row fits.
   for (int64_t r = 0; r < p.num_rows(); ++r) {
     int64_t used = 0;

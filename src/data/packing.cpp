@@ -86,6 +86,12 @@ PackedRows pack_documents(const Shard& shard, int32_t eos_id, int64_t seq_len) {
   }
   GDN_CHECK(!rows.empty(), "token shard '", shard.path(), "': no document of 2 or more tokens ",
             "to pack (data.pack: documents)");
+  // Rows in shard order of their first piece: validation, which takes the first rows in layout
+  // order, then reads from the start of the shard as stream windows do, document ends included.
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const std::vector<Piece>& a, const std::vector<Piece>& b) {
+                     return a.front().start < b.front().start;
+                   });
   out.row_begin.push_back(0);
   for (const auto& row : rows) {
     for (const Piece& p : row) {

@@ -6,9 +6,10 @@
 // (piece i starts at i * seq_len), so no next-token pair is lost; pieces of one token teach
 // nothing and are dropped. A full piece takes a row alone; the shorter ones (every document's
 // last piece) are packed best-fit decreasing (longest first, ties in shard order: each goes to
-// the row with the least room that holds it), and the room left over is padding. The layout is
-// a pure function of the shard and seq_len; training visits its rows in a seeded order per epoch
-// (permuted_row), validation in layout order.
+// the row with the least room that holds it), and the room left over is padding. The rows are
+// ordered by their first piece's place in the shard. The layout is a pure function of the shard
+// and seq_len; training visits its rows in a seeded order per epoch (permuted_row), validation
+// in layout order.
 //
 // A batch of packed rows (Batch::cu_seqlens) is fla's layout: the B rows of T inputs flattened
 // into one row of B * T, with a boundary at the start of every piece and of every row's padding.
