@@ -53,6 +53,7 @@ inline const char* residual_name(Residual r) {
 Impl parse_impl(const std::string& name);
 Residual parse_residual(const std::string& name);
 
+// A new field must also be copied in detail::sequence_problem (kernels/gdr_split.h).
 struct Problem {
   int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
   int chunk = 64;    // chunk size C: 16, 32 or 64

@@ -11,12 +11,22 @@
 
 namespace gdn::gdr::detail {
 
-// Sequence n of a packed Problem as a Problem of its own.
+// Sequence n of a packed Problem as a Problem of its own: every field but the offsets, which are
+// not copied (a copy for each of N sequences would cost N^2).
 inline Problem sequence_problem(const Problem& p, const Sequences& s, int64_t n) {
-  Problem one = p;
-  one.cu_seqlens.clear();
+  Problem one;
   one.B = 1;
   one.T = s.len(n);
+  one.H = p.H;
+  one.HV = p.HV;
+  one.K = p.K;
+  one.V = p.V;
+  one.chunk = p.chunk;
+  one.scale = p.scale;
+  one.impl = p.impl;
+  one.residual = p.residual;
+  one.has_h0 = p.has_h0;
+  one.want_ht = p.want_ht;
   return one;
 }
 
