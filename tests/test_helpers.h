@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -74,6 +75,18 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// The gdn program beside the test's build directory, or $GDN_BINARY ("" when there is none).
+inline std::string gdn_binary() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("GDN_BINARY")) return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const fs::path& p : {self.parent_path().parent_path() / "gdn", self.parent_path() / "gdn"})
+    if (fs::is_regular_file(p, ec)) return p.string();
+  return "";
 }
 
 }  // namespace gdn::test

@@ -23,15 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string gdn_binary() {
-  if (const char* env = std::getenv("GDN_BINARY")) return env;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (const fs::path& p : {self.parent_path().parent_path() / "gdn", self.parent_path() / "gdn"})
-    if (fs::is_regular_file(p, ec)) return p.string();
-  return "";
-}
+using test::gdn_binary;
 
 struct Result {
   int code = -1;

@@ -32,20 +32,10 @@ namespace {
 namespace fs = std::filesystem;
 
 using test::error_of;
+using test::gdn_binary;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
-
-// The gdn program next to the test's build directory ("" when there is none).
-std::string gdn_binary() {
-  if (const char* env = std::getenv("GDN_BINARY")) return env;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (const fs::path& p : {self.parent_path().parent_path() / "gdn", self.parent_path() / "gdn"})
-    if (fs::is_regular_file(p, ec)) return p.string();
-  return "";
-}
 
 // A child process (`gdn` by default), its stdout and stderr in files of `dir` (through a pipe
 // when its file size is limited, since the limit would cut its own messages short).

@@ -35,13 +35,13 @@ void run_train(const TrainArgs& a) {
   train::Trainer t(cfg, o);
   train::TrainerState s = t.run();
   if (t.rank() == 0)  // one summary per run, from rank 0
-    std::printf("%s\n", nlohmann::json({{"step", s.step},
-                                        {"tokens", s.tokens_seen},
-                                        // null: the run never evaluated
-                                        {"best_val_loss", s.best_val_loss > 0
-                                                              ? nlohmann::json(s.best_val_loss)
-                                                              : nlohmann::json(nullptr)},
-                                        {"run_dir", t.run_dir()}})
+    std::printf("%s\n", nlohmann::json(
+                            {{"step", s.step},
+                             {"tokens", s.tokens_seen},
+                             // null: the run never evaluated
+                             {"best_val_loss", s.best_val_loss > 0 ? nlohmann::json(s.best_val_loss)
+                                                                   : nlohmann::json(nullptr)},
+                             {"run_dir", t.run_dir()}})
                             .dump()
                             .c_str());
   // Stopped by a signal, after saving: 128 + N on every rank, as a shell reports a killed job,
