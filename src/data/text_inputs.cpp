@@ -1,6 +1,6 @@
 // Input expansion, plain and gzip byte streams, and the plain-text and JSON Lines document
 // readers. JSON goes through nlohmann-json, which rejects ill-formed UTF-8; such bytes are
-// mapped to placeholder code points before parsing and back after, so the byte tokenizer still
+// mapped to stand-in code points before parsing and back after, so the byte tokenizer still
 // sees them exactly.
 #include "src/data/text_inputs.h"
 
@@ -46,13 +46,13 @@ std::string stem_name(const std::string& path) {
 
 // Ill-formed UTF-8 bytes b become U+10FF00 + b (Supplementary Private Use Area-B, encoded
 // F4 8F BE|BF xx), which the JSON parser accepts; restore_bytes turns them back.
-constexpr char kPlaceholderLead[] = "\xF4\x8F";
+constexpr char kStandInLead[] = "\xF4\x8F";
 
-// Whether `line` already holds a placeholder-range character (raw, or as the JSON escape of its
+// Whether `line` already holds a stand-in-range character (raw, or as the JSON escape of its
 // high surrogate \udbff), which restore_bytes could not tell from a protected byte.
-bool holds_placeholder_range(std::string_view line) {
+bool holds_stand_in_range(std::string_view line) {
   for (size_t i = 0; i + 2 < line.size(); ++i) {
-    if (line[i] == kPlaceholderLead[0] && line[i + 1] == kPlaceholderLead[1] &&
+    if (line[i] == kStandInLead[0] && line[i + 1] == kStandInLead[1] &&
         (uint8_t(line[i + 2]) == 0xBE || uint8_t(line[i + 2]) == 0xBF))
       return true;
     if (line[i] == '\\' && i + 5 < line.size() && (line[i + 1] == 'u' || line[i + 1] == 'U')) {
@@ -64,7 +64,7 @@ bool holds_placeholder_range(std::string_view line) {
   return false;
 }
 
-// `line` with each byte of its ill-formed UTF-8 sequences replaced by its placeholder.
+// `line` with each byte of its ill-formed UTF-8 sequences replaced by its stand-in.
 std::string protect_bytes(std::string_view line) {
   std::string out;
   out.reserve(line.size() + 16);
@@ -76,7 +76,7 @@ std::string protect_bytes(std::string_view line) {
     } else {
       for (size_t k = 0; k < len; ++k) {
         const auto b = uint8_t(line[i + k]);
-        out += kPlaceholderLead;
+        out += kStandInLead;
         out += char(b < 0xC0 ? 0xBE : 0xBF);
         out += char(0x80 | (b & 0x3F));
       }
@@ -90,8 +90,7 @@ std::string protect_bytes(std::string_view line) {
 void restore_bytes(std::string& text) {
   size_t w = 0;
   for (size_t r = 0; r < text.size();) {
-    if (r + 3 < text.size() && text[r] == kPlaceholderLead[0] &&
-        text[r + 1] == kPlaceholderLead[1] &&
+    if (r + 3 < text.size() && text[r] == kStandInLead[0] && text[r + 1] == kStandInLead[1] &&
         (uint8_t(text[r + 2]) == 0xBE || uint8_t(text[r + 2]) == 0xBF)) {
       text[w++] = char(0x80 | ((uint8_t(text[r + 2]) & 1) << 6) | (uint8_t(text[r + 3]) & 0x3F));
       r += 4;
@@ -317,14 +316,14 @@ bool DocumentReader::parse_line(std::string_view line, int64_t offset, Document&
   doc.line = line_;
   doc.offset = offset;
   // Ill-formed UTF-8 anywhere in the line: protect its bytes (or, in the rare line that already
-  // holds placeholder-range characters, replace them by U+FFFD before parsing).
+  // holds stand-in-range characters, replace them by U+FFFD before parsing).
   std::string copy;
   std::string_view json_text = line;
   Utf8Stats line_utf8;
   bool restore = false;
   line_utf8 = check_utf8(line);
   if (line_utf8.invalid_bytes > 0) {
-    restore = !holds_placeholder_range(line);
+    restore = !holds_stand_in_range(line);
     copy = restore ? protect_bytes(line) : std::string(line);
     if (!restore) line_utf8 = repair_utf8(copy, Utf8Policy::replace);
     json_text = copy;
