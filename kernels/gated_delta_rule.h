@@ -125,7 +125,7 @@ struct ForwardOutputs {
 template <typename T>
 struct BackwardArgs {
   const T* d_o = nullptr;              // [B, T, HV, V]
-  const acc_t<T>* dht = nullptr;       // [N, HV, K, V]; may be null (zero)
+  const acc_t<T>* dht = nullptr;       // [N, HV, K, V] when want_ht; may be null (zero)
   const acc_t<T>* residual = nullptr;  // what forward saved
   acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
   T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)

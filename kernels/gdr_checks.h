@@ -64,6 +64,9 @@ void check_backward_args(const Problem& p, const Inputs<T>& in, const BackwardAr
            {args.dbeta, "dbeta", p.impl != Impl::ssd},
            {args.dh0, "dh0 (has_h0 is set)", p.has_h0}},
           p, device);
+  if (args.dht && !p.want_ht)
+    throw std::invalid_argument(std::string("gdr: dht is given but want_ht is not set (impl ") +
+                                impl_name(p.impl) + ", " + device + ")");
 }
 
 }  // namespace gdn::gdr::detail

@@ -88,10 +88,11 @@ void prepare_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, const Bu
   const int64_t vo = vo_offset(p, t.t0, t.hv);
   load_rows(in.v + vo, p.HV * V, t.len, V, C, A(1), t.v, V);
   if (d_o) load_rows(d_o + vo, p.HV * V, t.len, V, C, A(1), w.d_o + t.i * C * V, V);
-  load_gates(in.g + t.go, in.beta + t.go, p.HV, t.len, C, t.G, t.gamma, t.e, t.beta);
+  const ChunkSegments seg = chunk_segments(p, t.t0);
+  load_gates(in.g + t.go, in.beta + t.go, p.HV, t.len, C, t.G, t.gamma, t.e, t.beta, &seg);
   A gam_local[64 * 64];
   A* g_ij = gam ? gam : gam_local;
-  decay_matrix(t.G, C, g_ij);  // Gam, exponents <= 0
+  decay_matrix(t.G, C, g_ij, &seg);  // Gam, exponents <= 0
   for (int64_t r = 0; r < C; ++r) {
     const A* gr = g_ij + r * C;
     if (!have_a) {
@@ -326,17 +327,17 @@ void sum_group_grads(const Problem& p, const Sequences& seqs, const BackwardArgs
 }  // namespace
 
 int64_t chunked_forward_workspace(const Problem& p) {
-  return Buffers<float>(p, nullptr, nullptr, false, ChunkedSide::cpu).used;
+  return Buffers<float>(chunk_problem(p), nullptr, nullptr, false, ChunkedSide::cpu).used;
 }
 int64_t chunked_backward_workspace(const Problem& p) {
-  return Buffers<float>(p, nullptr, nullptr, true, ChunkedSide::cpu).used;
+  return Buffers<float>(chunk_problem(p), nullptr, nullptr, true, ChunkedSide::cpu).used;
 }
 
 template <typename T>
 void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {
   using A = acc_t<T>;
-  const Sequences seqs = sequences(p);
-  const Buffers<A> w(p, out.workspace, out.residual, false, ChunkedSide::cpu);
+  const Sequences seqs = chunk_sequences(p);
+  const Buffers<A> w(chunk_problem(p), out.workspace, out.residual, false, ChunkedSide::cpu);
   load_keys(p, seqs, in, w);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i)
@@ -350,8 +351,9 @@ template <typename T>
 void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) {
   using A = acc_t<T>;
   const int64_t KV = p.K * p.V;
-  const Sequences seqs = sequences(p);
-  const Buffers<A> w(p, args.workspace, const_cast<A*>(args.residual), true, ChunkedSide::cpu);
+  const Sequences seqs = chunk_sequences(p);
+  const Buffers<A> w(chunk_problem(p), args.workspace, const_cast<A*>(args.residual), true,
+                     ChunkedSide::cpu);
   load_keys(p, seqs, in, w);
   recompute_chunks(p, seqs, in, args, w);
   state_grad_recurrence(p, seqs, args, w);

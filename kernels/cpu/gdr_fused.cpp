@@ -87,7 +87,8 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int
                           int64_t len, const Scratch<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KpV = K + V, go = gate_offset(p, t0, hv);
   load_keys(p, in, hv / p.group(), t0, len, true, w.kq, w.kqk);
-  load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
+  const ChunkSegments seg = chunk_segments(p, t0);
+  load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta, &seg);
   A* P = w.kqk + C * C;
   // M_ij = beta_i (k_i.k_j) Gam_ij (i > j);  P = (Q K^T) o Gam (i >= j)
   for (int64_t i = 0; i < C; ++i) {
@@ -95,7 +96,7 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int
     A* pi = P + i * C;
     const A* kki = w.kqk + i * C;
     A* d = w.inv_tmp;  // Gam_ij, j < i
-    decay_row(w.G, w.G[i], i, d);
+    decay_row_of(w.G, i, i, &seg, d);
     for (int64_t j = 0; j < i; ++j) {
       ai[j] = w.beta[i] * kki[j] * d[j];
       pi[j] *= d[j];
@@ -131,8 +132,9 @@ void recompute_chunk(const Problem& p, const Inputs<T>& in, const T* d_o, int64_
   const A *k = w.kq, *qs = w.kq + C * K, *KK = w.kqk, *QK = w.kqk + C * C;
   load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
   load_rows(d_o + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
-  load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta);
-  decay_matrix(w.G, C, w.gam);
+  const ChunkSegments seg = chunk_segments(p, t0);
+  load_gates(in.g + go, in.beta + go, p.HV, len, C, w.G, w.gamma, w.e, w.beta, &seg);
+  decay_matrix(w.G, C, w.gam, &seg);
   for (int64_t i = 0; i < C; ++i) {
     const A* gi = w.gam + i * C;
     for (int64_t l = 0; l < i; ++l) w.a[i * C + l] = w.beta[i] * KK[i * C + l] * gi[l];
@@ -247,6 +249,6 @@ void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
 
 }  // namespace
 
-GDN_GDR_DEFINE_BY_SLICES(fused, Scratch)
+GDN_GDR_DEFINE_BY_SLICES(fused, Scratch, chunk_sequences)
 
 }  // namespace gdn::gdr::detail

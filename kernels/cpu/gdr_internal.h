@@ -41,6 +41,61 @@ inline Slice slice_of(const Sequences& s, int64_t heads, int64_t index) {
   return Slice{index, n, index % heads, s.token[n], s.len(n), s.chunk[n], s.chunks(n)};
 }
 
+// Packed sequences that neither start from given states nor return their final states (training)
+// share chunks: the row is chunked as one sequence from token 0, and a sequence that starts
+// inside a chunk is a gate of -inf before its first token, masked in the chunk's matrices
+// (ChunkSegments). With h0 or ht each sequence is chunked from its own first token (Sequences).
+// `recurrent` always runs sequence by sequence.
+inline bool shares_chunks(const Problem& p) {
+  return p.packed() && !p.has_h0 && !p.want_ht;
+}
+
+// p as the chunk-based CPU kernels chunk it and size their buffers: the unpacked row when p shares
+// chunks. (residual_elems keeps the per-sequence size, which is never smaller.)
+inline Problem chunk_problem(const Problem& p) {
+  if (!shares_chunks(p)) return p;
+  Problem row = p;
+  row.cu_seqlens.clear();
+  return row;
+}
+
+// The sequences a chunk-based CPU kernel walks: the whole row when p shares chunks.
+inline Sequences chunk_sequences(const Problem& p) {
+  return sequences(chunk_problem(p));
+}
+
+// The sequences in the chunk of C rows at token t0 under shared chunks. A boundary before row b
+// is a gate of -inf: the in-chunk cumsum G restarts at b, and every decay across it is 0:
+//   Gam_ij = 0 for j < first[i];  gamma_i = 0 for i >= carried (the incoming state belongs to
+//   the sequence before);  e_i = 0 unless row i is in the chunk's last sequence;
+//   gamma_C = gamma_{C-1} = 0 when a sequence starts in the chunk.
+// Masked entries are constants: their gradients vanish, and dg_t (the sum of dG over rows i >= t)
+// sums only rows of t's own sequence, as the restarted cumsum needs. `split` is false for a chunk
+// inside one sequence (then nothing changes, bit for bit).
+struct ChunkSegments {
+  bool split = false;
+  int64_t carried = 0;  // rows [0, carried) continue the chunk's incoming state
+  int64_t first[64];    // first[i]: the first row of row i's sequence in the chunk (C <= 64)
+};
+
+inline ChunkSegments chunk_segments(const Problem& p, int64_t t0) {
+  const int64_t C = p.chunk;
+  ChunkSegments s;
+  s.carried = C;
+  std::fill(s.first, s.first + C, int64_t(0));
+  if (!shares_chunks(p)) return s;
+  const std::vector<int64_t>& cu = p.cu_seqlens;
+  // sequence starts t0 <= b < min(t0 + C, T); cu's last entry is T, not a start
+  for (auto it = std::lower_bound(cu.begin(), cu.end() - 1, t0); it != cu.end() - 1; ++it) {
+    const int64_t r = *it - t0;
+    if (r >= C) break;
+    if (!s.split) s.carried = r;
+    s.split = true;
+    std::fill(s.first + r, s.first + C, r);
+  }
+  return s;
+}
+
 // The sizes a slice's scratch depends on: one sequence as long as the longest (B = 1, unpacked).
 inline Problem slice_problem(const Problem& p, const Sequences& s) {
   Problem one = p;
@@ -78,8 +133,8 @@ inline int64_t scratch_sets(int64_t slices) {
 // sets under a static schedule; a slice's sums never cross threads, so results do not depend on
 // the thread count.
 template <class Scratch, typename A, class Body>
-void for_each_slice(const Problem& p, bool backward, A* ws, const Body& body) {
-  const Sequences seqs = sequences(p);
+void for_each_slice(const Problem& p, const Sequences& seqs, bool backward, A* ws,
+                    const Body& body) {
   const Problem one = slice_problem(p, seqs);
   const int64_t heads = backward ? p.H : p.HV, n = seqs.count() * heads;
   const int64_t sets = scratch_sets(n), per_set = Scratch(one, nullptr, backward).used;
@@ -138,17 +193,22 @@ void store_rows(const A* src, int64_t ld_src, int64_t rows, int64_t cols, A mul,
 // Gates of one chunk (g and beta strided by `stride`, rows real steps, C padded):
 //   G_i = sum_{j <= i} g_j,  gamma_i = exp(G_i),  e_i = exp(G_{C-1} - G_i)  (both exponents <= 0)
 // beta_out may be null (ssd).
+// With shared chunks (seg split) G restarts at each sequence start and gamma, e are masked
+// (ChunkSegments).
 template <typename T, typename A>
 void load_gates(const T* g, const T* beta, int64_t stride, int64_t rows, int64_t C, A* G, A* gamma,
-                A* e, A* beta_out) {
+                A* e, A* beta_out, const ChunkSegments* seg = nullptr) {
+  const bool split = seg && seg->split;
   A acc = 0;
   for (int64_t i = 0; i < C; ++i) {
+    if (split && seg->first[i] == i) acc = 0;  // a sequence starts at row i
     if (i < rows) acc += to_acc(g[i * stride]);
     G[i] = acc;
-    gamma[i] = std::exp(acc);
+    gamma[i] = split && i >= seg->carried ? A(0) : std::exp(acc);
     if (beta_out) beta_out[i] = i < rows ? to_acc(beta[i * stride]) : A(0);
   }
-  for (int64_t i = 0; i < C; ++i) e[i] = std::exp(G[C - 1] - G[i]);
+  for (int64_t i = 0; i < C; ++i)
+    e[i] = split && seg->first[i] != seg->first[C - 1] ? A(0) : std::exp(G[C - 1] - G[i]);
 }
 
 // out[j] = exp(gi - G[j]) for j < n, the decay factors of one row (gi - G[j] <= 0 in use).
@@ -184,12 +244,21 @@ inline void decay_row(const float* G, float gi, int64_t n, float* out) {
   }
 }
 
-// Gam_ij = exp(G_i - G_j) for i >= j (exponent <= 0), 0 above the diagonal.
+// row[j] = Gam_ij = exp(G_i - G_j) for j < n (n <= i + 1), 0 across a sequence start (seg).
 template <typename A>
-void decay_matrix(const A* G, int64_t C, A* gam) {
+void decay_row_of(const A* G, int64_t i, int64_t n, const ChunkSegments* seg, A* row) {
+  const int64_t f = seg && seg->split ? std::min(seg->first[i], n) : 0;
+  for (int64_t j = 0; j < f; ++j) row[j] = 0;
+  decay_row(G + f, G[i], n - f, row + f);
+}
+
+// Gam_ij = exp(G_i - G_j) for i >= j (exponent <= 0), 0 above the diagonal and across a
+// sequence start (seg).
+template <typename A>
+void decay_matrix(const A* G, int64_t C, A* gam, const ChunkSegments* seg = nullptr) {
   for (int64_t i = 0; i < C; ++i) {
     A* row = gam + i * C;
-    decay_row(G, G[i], i + 1, row);
+    decay_row_of(G, i, i + 1, seg, row);
     for (int64_t j = i + 1; j < C; ++j) row[j] = 0;
   }
 }
@@ -298,28 +367,29 @@ GDN_GDR_DECLARE(ssd)
 // set (sized by the longest sequence where it depends on T; scratch_sets of them), and the
 // implementation's forward_slice(p, in, out, s, w) runs value Slice s,
 // backward_slice(p, in, args, kh, w) key Slice kh with the value heads of its group
-// (for_each_slice); packed Problems run all their sequences' slices side by side.
-#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch)                                              \
+// (for_each_slice) over the sequences slices_of(p) (sequences or chunk_sequences); packed
+// Problems run all their sequences' slices side by side.
+#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch, slices_of)                                   \
   int64_t name##_forward_workspace(const Problem& p) {                                       \
-    const Sequences s = sequences(p);                                                        \
+    const Sequences s = slices_of(p);                                                        \
     return scratch_sets(s.count() * p.HV) *                                                  \
            Scratch<float>(slice_problem(p, s), nullptr, false).used;                         \
   }                                                                                          \
   int64_t name##_backward_workspace(const Problem& p) {                                      \
-    const Sequences s = sequences(p);                                                        \
+    const Sequences s = slices_of(p);                                                        \
     return scratch_sets(s.count() * p.H) *                                                   \
            Scratch<float>(slice_problem(p, s), nullptr, true).used;                          \
   }                                                                                          \
   template <typename T>                                                                      \
   void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) { \
     for_each_slice<Scratch<acc_t<T>>>(                                                       \
-        p, false, out.workspace,                                                             \
+        p, slices_of(p), false, out.workspace,                                               \
         [&](const Slice& s, const auto& w) { forward_slice(p, in, out, s, w); });            \
   }                                                                                          \
   template <typename T>                                                                      \
   void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) { \
     for_each_slice<Scratch<acc_t<T>>>(                                                       \
-        p, true, args.workspace,                                                             \
+        p, slices_of(p), true, args.workspace,                                               \
         [&](const Slice& kh, const auto& w) { backward_slice(p, in, args, kh, w); });        \
   }                                                                                          \
   GDN_GDR_INSTANTIATE(name)

@@ -182,6 +182,6 @@ void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
 
 }  // namespace
 
-GDN_GDR_DEFINE_BY_SLICES(recurrent, Scratch)
+GDN_GDR_DEFINE_BY_SLICES(recurrent, Scratch, sequences)
 
 }  // namespace gdn::gdr::detail

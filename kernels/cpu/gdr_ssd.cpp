@@ -27,12 +27,13 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int
                           int64_t len, const Scratch<A>& w) {
   const int64_t C = p.chunk, V = p.V;
   load_keys(p, in, hv / p.group(), t0, len, false, w.kq, w.qk);
+  const ChunkSegments seg = chunk_segments(p, t0);
   load_gates(in.g + gate_offset(p, t0, hv), static_cast<const T*>(nullptr), p.HV, len, C, w.G,
-             w.gamma, w.e, static_cast<A*>(nullptr));
+             w.gamma, w.e, static_cast<A*>(nullptr), &seg);
   load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
   for (int64_t i = 0; i < C; ++i) {
     A* d = w.o;  // Gam_ij, j <= i (o is written later)
-    decay_row(w.G, w.G[i], i + 1, d);
+    decay_row_of(w.G, i, i + 1, &seg, d);
     for (int64_t j = 0; j <= i; ++j) w.qk[i * C + j] *= d[j];
     for (int64_t j = i + 1; j < C; ++j) w.qk[i * C + j] = 0;
   }
@@ -60,9 +61,10 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
   A *dq = w.dqk, *dk = w.dqk + C * K;
   load_rows(in.v + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.v, V);
   load_rows(args.d_o + vo_offset(p, t0, hv), p.HV * V, len, V, C, A(1), w.d_o, V);
+  const ChunkSegments seg = chunk_segments(p, t0);
   load_gates(in.g + go, static_cast<const T*>(nullptr), p.HV, len, C, w.G, w.gamma, w.e,
-             static_cast<A*>(nullptr));
-  decay_matrix(w.G, C, w.gam);
+             static_cast<A*>(nullptr), &seg);
+  decay_matrix(w.G, C, w.gam, &seg);
   for (int64_t l = 0; l < C * C; ++l) w.p[l] = w.qk[l] * w.gam[l];
   for (int64_t i = 0; i < C; ++i)
     for (int64_t l = 0; l < K; ++l) {
@@ -101,6 +103,6 @@ void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
 
 }  // namespace
 
-GDN_GDR_DEFINE_BY_SLICES(ssd, Scratch)
+GDN_GDR_DEFINE_BY_SLICES(ssd, Scratch, chunk_sequences)
 
 }  // namespace gdn::gdr::detail
