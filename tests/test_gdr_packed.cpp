@@ -221,24 +221,26 @@ TEST_P(GdrPacked, EqualsEachSequenceAlone) {
   }
 }
 
-// One sequence through cu_seqlens is the unpacked call, bit for bit.
+// One sequence through cu_seqlens is the unpacked call, bit for bit, with and without states.
 TEST_P(GdrPacked, OneSequenceIsTheUnpackedCall) {
   const Variant var = GetParam();
   const Implementation& impl = find_implementation(var.impl);
-  Problem p = packed_problem({100}, 2, 4, 16, 8, 32, impl);
-  p.has_h0 = p.want_ht = true;
-  const Data d = packed_data(p, 9);
-  Problem unpacked = p;
-  unpacked.cu_seqlens.clear();
-  const Result a = run_as(var.dtype, p, d), b = run_as(var.dtype, unpacked, d);
-  EXPECT_EQ(a.o, b.o);
-  EXPECT_EQ(a.ht, b.ht);
-  EXPECT_EQ(a.dq, b.dq);
-  EXPECT_EQ(a.dk, b.dk);
-  EXPECT_EQ(a.dv, b.dv);
-  EXPECT_EQ(a.dg, b.dg);
-  EXPECT_EQ(a.dbeta, b.dbeta);
-  EXPECT_EQ(a.dh0, b.dh0);
+  for (const bool states : {true, false}) {  // own chunks; shared chunks
+    Problem p = packed_problem({100}, 2, 4, 16, 8, 32, impl);
+    p.has_h0 = p.want_ht = states;
+    const Data d = packed_data(p, 9);
+    Problem unpacked = p;
+    unpacked.cu_seqlens.clear();
+    const Result a = run_as(var.dtype, p, d), b = run_as(var.dtype, unpacked, d);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.ht, b.ht);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.dg, b.dg);
+    EXPECT_EQ(a.dbeta, b.dbeta);
+    EXPECT_EQ(a.dh0, b.dh0);
+  }
 }
 
 std::vector<Variant> all_variants() {
