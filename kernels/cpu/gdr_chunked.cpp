@@ -4,8 +4,9 @@
 // around the two inter-chunk recurrences (Vn, S' forward; dVn, dS backward) that run chunk after
 // chunk per slice. Each pass is chunk-major (all GEMMs of one chunk back to back, then its
 // element-wise work), so a chunk's tiles stay in cache between products. A slice is a
-// (sequence, head) pair: packed sequences (cu_seqlens) are chunked from their own first token,
-// so their chunks are ordinary chunks and a pass simply runs over all of them.
+// (sequence, head) pair: packed sequences (cu_seqlens) with states are chunked from their own
+// first token, so their chunks are ordinary chunks and a pass simply runs over all of them;
+// without states they share the unpacked row's chunks, boundaries masked (ChunkSegments).
 //
 // Residual `minimal`: the chunk-start states; the backward recomputes A, W, U, Vn, P.
 // Residual `full`: the states, then A and [W | U] of every chunk, which the backward reuses.

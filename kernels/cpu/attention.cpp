@@ -1,0 +1,454 @@
+// Causal softmax attention on the CPU (kernels/cpu/attention.h), FlashAttention-2 style.
+//
+// Forward, per (sequence, query head, query tile of kTile rows), over the key tiles it sees:
+//   S = scale Q K^T (masked),  m' = max(m, rowmax S),  P = exp(S - m'),
+//   l = l e^{m - m'} + rowsum P,  O = O e^{m - m'} + P V;   at the end O /= l, lse = m + log l.
+// Backward, with Delta_t = do_t . o_t (= rowsum(dP o P), the softmax Jacobian's correction):
+//   P = exp(scale Q K^T - lse),  dV = P^T dO,  dP = dO V^T,  dS = P o (dP - Delta),
+//   dK = scale dS^T Q,  dQ = scale dS K.
+// dK, dV are summed per (sequence, kv head, key tile) over the group's query heads and the query
+// tiles that see the key tile; dQ per (sequence, query head, query tile) over its key tiles, P and
+// dS being recomputed. Each output element is summed by one thread in a fixed order (no atomics),
+// so results do not depend on the thread count.
+//
+// Positions are counted from the start of each sequence, and tiles are aligned to it, so a tile
+// never holds two sequences.
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/gated_delta_rule.h"  // gdr::validate_cu_seqlens
+
+namespace gdn::attn {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) {
+  throw std::invalid_argument("attn: " + msg);
+}
+
+// ---- sequences, tiles, visibility -------------------------------------------------------------
+
+// One sequence: tokens [tok0, tok0 + len) of the B * T flattened tokens.
+struct Sequence {
+  int64_t tok0, len;
+};
+
+std::vector<Sequence> sequences(const Problem& p) {
+  std::vector<Sequence> s(p.num_seqs());
+  for (int64_t n = 0; n < p.num_seqs(); ++n)
+    s[n] = p.packed() ? Sequence{p.cu_seqlens[n], p.cu_seqlens[n + 1] - p.cu_seqlens[n]}
+                      : Sequence{n * p.T, p.T};
+  return s;
+}
+
+int64_t tiles_in(int64_t len) {
+  return (len + kTile - 1) / kTile;
+}
+
+int64_t total_tiles(const Problem& p) {
+  int64_t n = 0;
+  for (const Sequence& s : sequences(p)) n += tiles_in(s.len);
+  return n;
+}
+
+int64_t longest_sequence(const Problem& p) {
+  int64_t longest = 0;
+  for (const Sequence& s : sequences(p)) longest = std::max(longest, s.len);
+  return longest;
+}
+
+// A work item: the tile of rows [start, start + rows) of sequence `seq` for head `head` (a query
+// head, or a kv head in the dK/dV pass).
+struct Tile {
+  Sequence seq;
+  int64_t head, start, rows;
+};
+
+// Every tile of every head, ordered [sequence][head][tile].
+std::vector<Tile> tiles_of(const std::vector<Sequence>& seqs, int64_t heads) {
+  std::vector<Tile> tiles;
+  for (const Sequence& s : seqs)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t start = 0; start < s.len; start += kTile)
+        tiles.push_back(Tile{s, h, start, std::min(kTile, s.len - start)});
+  return tiles;
+}
+
+// The first key query t sees (both positions in its sequence).
+int64_t first_key(const Problem& p, int64_t t) {
+  return p.window > 0 ? std::max<int64_t>(0, t - p.window + 1) : 0;
+}
+
+// The last query that sees key s in a sequence of `len` tokens.
+int64_t last_query(const Problem& p, int64_t s, int64_t len) {
+  return p.window > 0 ? std::min(len - 1, s + p.window - 1) : len - 1;
+}
+
+// Columns [lo, hi) of the key tile at c0 (bc rows) that query t sees; empty when hi <= lo.
+struct Span {
+  int64_t lo, hi;
+  bool has(int64_t j) const { return lo <= j && j < hi; }
+};
+Span visible_keys(const Problem& p, int64_t t, int64_t c0, int64_t bc) {
+  return Span{std::max<int64_t>(first_key(p, t) - c0, 0), std::min(t - c0 + 1, bc)};
+}
+
+// Key tiles [first, last] (tile indices) that some query of the query tile at r0 (br rows) sees.
+std::pair<int64_t, int64_t> key_tiles_seen(const Problem& p, int64_t r0, int64_t br) {
+  return {first_key(p, r0) / kTile, (r0 + br - 1) / kTile};
+}
+
+// Query tiles [first, last] with some query that sees the key tile at c0 (bc rows).
+std::pair<int64_t, int64_t> query_tiles_seeing(const Problem& p, int64_t c0, int64_t bc,
+                                               int64_t len) {
+  return {c0 / kTile, last_query(p, c0 + bc - 1, len) / kTile};
+}
+
+// Index in the [B, H, T] layout of lse (and Delta) of flattened token `tok`, head h. The rows of a
+// tile are consecutive there.
+int64_t stat_index(const Problem& p, int64_t tok, int64_t h) {
+  const int64_t row = tok / p.T;
+  return (row * p.H + h) * p.T + tok % p.T;
+}
+
+// ---- scratch ------------------------------------------------------------------------------------
+
+// Scratch sets: one per work item up to kScratchSets; beyond that items take the sets in turn
+// (item i uses set i mod sets, the sets under a static schedule), so the workspace size is known
+// before the thread count and the result does not depend on it (as kernels/cpu/gdr_internal.h).
+constexpr int64_t kScratchSets = 128;
+int64_t scratch_sets(int64_t items) {
+  return std::min(items, kScratchSets);
+}
+
+// Rows a tile buffer holds: kTile, or the longest sequence when that is shorter.
+int64_t tile_rows(const Problem& p) {
+  return std::min(kTile, longest_sequence(p));
+}
+
+// One scratch set of tile buffers (acc type), carved from `base` (null: only count `used`).
+// Row tiles are [rows, D] (leading dim D), score tiles [rows, rows] (leading dim rows).
+template <typename A>
+struct Scratch {
+  int64_t rows = 0;  // also the leading dim of the score tiles
+  A *q = nullptr, *k = nullptr, *v = nullptr, *s = nullptr;  // s: scores, then P
+  A* o = nullptr;                                            // forward: the unnormalised output
+  A *d_o = nullptr, *dp = nullptr;                           // backward: dO; dP, then dS
+  A *dk = nullptr, *dv = nullptr, *dq = nullptr;             // backward sums (dq reuses dk)
+  int64_t used = 0;
+
+  Scratch(const Problem& p, A* base, bool backward) : rows(tile_rows(p)) {
+    const int64_t tile = rows * p.D, scores = rows * rows;
+    q = take(base, tile);
+    k = take(base, tile);
+    v = take(base, tile);
+    s = take(base, scores);
+    if (!backward) {
+      o = take(base, tile);
+      return;
+    }
+    d_o = take(base, tile);
+    dp = take(base, scores);
+    dk = take(base, tile);
+    dv = take(base, tile);
+    dq = dk;  // the dK/dV pass and the dQ pass run one after the other
+  }
+
+ private:
+  A* take(A* base, int64_t n) {
+    A* at = base ? base + used : nullptr;
+    used += n;
+    return at;
+  }
+};
+
+// Runs body(tile, scratch) for every tile in parallel, scratch set j taking tiles j, j + sets, ...
+// in order (carved from ws at j * per_set).
+template <typename A, class Body>
+void for_each_tile(const Problem& p, const std::vector<Tile>& tiles, bool backward, A* ws,
+                   const Body& body) {
+  const int64_t n = int64_t(tiles.size()), sets = scratch_sets(n);
+  const int64_t per_set = Scratch<A>(p, nullptr, backward).used;
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < sets; ++j) {
+    const Scratch<A> w(p, ws + j * per_set, backward);
+    for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
+  }
+}
+
+// ---- tile loads and stores ----------------------------------------------------------------------
+
+// dst[i, :] = src[i * stride, 0:cols] for i < rows, in the acc type (dst leading dim cols).
+template <typename T, typename A>
+void load_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = to_acc(src[i * stride + j]);
+}
+
+// dst[i * stride, 0:cols] = mul_i src[i, :] for i < rows (mul null: 1), converted to T.
+template <typename T, typename A>
+void store_rows(const A* src, int64_t rows, int64_t cols, const A* mul, T* dst, int64_t stride) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const A m = mul ? mul[i] : A(1);
+    for (int64_t j = 0; j < cols; ++j) dst[i * stride + j] = from_acc<T>(m * src[i * cols + j]);
+  }
+}
+
+// The rows of tile (seq, start, rows) of head h in a [tokens, heads, D] tensor.
+template <typename T>
+T* rows_of(T* x, const Sequence& s, int64_t start, int64_t heads, int64_t h, int64_t D) {
+  return x + ((s.tok0 + start) * heads + h) * D;
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+// One step of the online softmax: on entry w.s holds S = scale Q K^T of the query tile at r0 (br
+// rows) and the key tile at c0 (bc rows). Per row i, over the visible columns,
+//   m' = max(m_i, max_j S_ij),  P_ij = exp(S_ij - m'),  l_i = l_i e^{m_i - m'} + sum_j P_ij,
+// O_i *= e^{m_i - m'}; P (0 where masked) replaces S. A row that has seen no key yet keeps
+// m = -inf, l = 0, O = 0 (its factor is 1, never exp(-inf - -inf)).
+template <typename A>
+void online_softmax_step(const Problem& p, const Scratch<A>& w, int64_t r0, int64_t br, int64_t c0,
+                         int64_t bc, A* m, A* l) {
+  for (int64_t i = 0; i < br; ++i) {
+    const Span keys = visible_keys(p, r0 + i, c0, bc);
+    A* row = w.s + i * w.rows;
+    A m_new = m[i];
+    for (int64_t j = keys.lo; j < keys.hi; ++j) m_new = std::max(m_new, row[j]);
+    const A factor = m_new == m[i] ? A(1) : std::exp(m[i] - m_new);
+    A row_sum = 0;
+    for (int64_t j = 0; j < bc; ++j) {
+      row[j] = keys.has(j) ? std::exp(row[j] - m_new) : A(0);
+      row_sum += row[j];
+    }
+    l[i] = l[i] * factor + row_sum;
+    m[i] = m_new;
+    if (factor != A(1))
+      for (int64_t d = 0; d < p.D; ++d) w.o[i * p.D + d] *= factor;
+  }
+}
+
+// o and lse of query tile qt (head qt.head).
+template <typename T, typename A>
+void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, const T* v, T* o,
+                  A* lse, const Scratch<A>& w) {
+  const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
+  const A scale = A(p.scale);
+  load_rows(rows_of(q, qt.seq, r0, p.H, h, D), p.H * D, br, D, w.q);
+  std::fill(w.o, w.o + br * D, A(0));
+  A m[kTile], l[kTile];  // running row max and row sum of exp(S - m)
+  std::fill(m, m + br, -std::numeric_limits<A>::infinity());
+  std::fill(l, l + br, A(0));
+  const auto [first, last] = key_tiles_seen(p, r0, br);
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t c0 = c * kTile, bc = std::min(kTile, qt.seq.len - c0);
+    load_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
+    load_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
+    cpu::gemm(false, true, br, bc, D, scale, w.q, D, w.k, D, A(0), w.s, w.rows);  // S = sc Q K^T
+    online_softmax_step(p, w, r0, br, c0, bc, m, l);
+    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.rows, w.v, D, A(1), w.o, D);  // O += P V
+  }
+  // Each query sees at least itself, so l > 0: o = O / l, lse = m + log l.
+  A inv_l[kTile];
+  A* lse_rows = lse + stat_index(p, qt.seq.tok0 + r0, h);
+  for (int64_t i = 0; i < br; ++i) {
+    inv_l[i] = A(1) / l[i];
+    lse_rows[i] = m[i] + std::log(l[i]);
+  }
+  store_rows(w.o, br, D, inv_l, rows_of(o, qt.seq, r0, p.H, h, D), p.H * D);
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// Delta_t = do_t . o_t for every token and query head, in the [B, H, T] layout of lse.
+template <typename T, typename A>
+void compute_delta(const Problem& p, const T* o, const T* d_o, A* delta) {
+  const int64_t tokens = p.B * p.T, D = p.D;
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < tokens; ++tok)
+    for (int64_t h = 0; h < p.H; ++h) {
+      const T* o_row = o + (tok * p.H + h) * D;
+      const T* do_row = d_o + (tok * p.H + h) * D;
+      A dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += to_acc(o_row[d]) * to_acc(do_row[d]);
+      delta[stat_index(p, tok, h)] = dot;
+    }
+}
+
+// With w.q, w.k of the query tile at r0 (br rows) and the key tile at c0 (bc rows) loaded:
+// w.s = P = exp(scale Q K^T - lse), 0 where masked.
+template <typename A>
+void recompute_probs(const Problem& p, const Scratch<A>& w, int64_t r0, int64_t br, int64_t c0,
+                     int64_t bc, const A* lse_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(p.scale), w.q, p.D, w.k, p.D, A(0), w.s, w.rows);
+  for (int64_t i = 0; i < br; ++i) {
+    const Span keys = visible_keys(p, r0 + i, c0, bc);
+    A* row = w.s + i * w.rows;
+    for (int64_t j = 0; j < bc; ++j) row[j] = keys.has(j) ? std::exp(row[j] - lse_rows[i]) : A(0);
+  }
+}
+
+// With w.s = P, w.d_o and w.v loaded: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries
+// have P = 0, so dS = 0 there).
+template <typename A>
+void score_grads(const Problem& p, const Scratch<A>& w, int64_t br, int64_t bc,
+                 const A* delta_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(1), w.d_o, p.D, w.v, p.D, A(0), w.dp, w.rows);
+  for (int64_t i = 0; i < br; ++i) {
+    const A* prob = w.s + i * w.rows;
+    A* row = w.dp + i * w.rows;
+    for (int64_t j = 0; j < bc; ++j) row[j] = prob[j] * (row[j] - delta_rows[i]);
+  }
+}
+
+// Loads the query-side rows of tile (seq, r0, br) of query head h: Q and dO.
+template <typename T, typename A>
+void load_query_side(const Problem& p, const Sequence& s, int64_t r0, int64_t br, int64_t h,
+                     const T* q, const T* d_o, const Scratch<A>& w) {
+  load_rows(rows_of(q, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.q);
+  load_rows(rows_of(d_o, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.d_o);
+}
+
+// Loads the key-side rows of tile (seq, c0, bc) of kv head kv: K and V.
+template <typename T, typename A>
+void load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
+                   const T* k, const T* v, const Scratch<A>& w) {
+  load_rows(rows_of(k, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.k);
+  load_rows(rows_of(v, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.v);
+}
+
+// dk and dv of key tile kt (kv head kt.head): sums over the group's query heads, and over the
+// query tiles that see the key tile, in that order.
+template <typename T, typename A>
+void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, const T* v,
+                    const T* d_o, const A* lse, const A* delta, T* dk, T* dv, const Scratch<A>& w) {
+  const int64_t D = p.D, kv = kt.head, c0 = kt.start, bc = kt.rows;
+  load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
+  std::fill(w.dk, w.dk + bc * D, A(0));
+  std::fill(w.dv, w.dv + bc * D, A(0));
+  const auto [first, last] = query_tiles_seeing(p, c0, bc, kt.seq.len);
+  for (int64_t h = kv * p.group(); h < (kv + 1) * p.group(); ++h)
+    for (int64_t r = first; r <= last; ++r) {
+      const int64_t r0 = r * kTile, br = std::min(kTile, kt.seq.len - r0);
+      const int64_t stats = stat_index(p, kt.seq.tok0 + r0, h);
+      load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
+      recompute_probs(p, w, r0, br, c0, bc, lse + stats);
+      cpu::gemm(true, false, bc, D, br, A(1), w.s, w.rows, w.d_o, D, A(1), w.dv, D);  // += P^T dO
+      score_grads(p, w, br, bc, delta + stats);
+      cpu::gemm(true, false, bc, D, br, A(p.scale), w.dp, w.rows, w.q, D, A(1), w.dk, D);  // dS^T Q
+    }
+  store_rows(w.dk, bc, D, static_cast<const A*>(nullptr), rows_of(dk, kt.seq, c0, p.HKV, kv, D),
+             p.HKV * D);
+  store_rows(w.dv, bc, D, static_cast<const A*>(nullptr), rows_of(dv, kt.seq, c0, p.HKV, kv, D),
+             p.HKV * D);
+}
+
+// dq of query tile qt (query head qt.head): dQ = scale sum over its key tiles of dS K.
+template <typename T, typename A>
+void query_tile_grads(const Problem& p, const Tile& qt, const T* q, const T* k, const T* v,
+                      const T* d_o, const A* lse, const A* delta, T* dq, const Scratch<A>& w) {
+  const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
+  const int64_t stats = stat_index(p, qt.seq.tok0 + r0, h);
+  load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
+  std::fill(w.dq, w.dq + br * D, A(0));
+  const auto [first, last] = key_tiles_seen(p, r0, br);
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t c0 = c * kTile, bc = std::min(kTile, qt.seq.len - c0);
+    load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
+    recompute_probs(p, w, r0, br, c0, bc, lse + stats);
+    score_grads(p, w, br, bc, delta + stats);
+    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.rows, w.k, D, A(1), w.dq, D);  // dS K
+  }
+  store_rows(w.dq, br, D, static_cast<const A*>(nullptr), rows_of(dq, qt.seq, r0, p.H, h, D),
+             p.H * D);
+}
+
+// Elements of Delta at the front of the backward workspace.
+int64_t delta_elems(const Problem& p) {
+  return p.B * p.H * p.T;
+}
+
+}  // namespace
+
+void validate(const Problem& p) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"B", p.B}, {"T", p.T}, {"H", p.H}, {"HKV", p.HKV}, {"D", p.D}};
+  for (const auto& [name, value] : sizes)
+    if (value < 1) fail(std::string(name) + " must be >= 1, got " + std::to_string(value));
+  if (p.H % p.HKV != 0)
+    fail("H (" + std::to_string(p.H) + ") must be a multiple of HKV (" + std::to_string(p.HKV) +
+         ")");
+  if (p.D > kMaxHeadDim)
+    fail("D = " + std::to_string(p.D) + " exceeds the maximum head dim " +
+         std::to_string(kMaxHeadDim));
+  if (p.window < 0) fail("window must be >= 0 (0: full causal), got " + std::to_string(p.window));
+  if (!std::isfinite(p.scale) || p.scale == 0)
+    fail("scale must be finite and nonzero, got " + std::to_string(p.scale));
+  if (p.packed()) {
+    try {
+      gdr::validate_cu_seqlens(p.cu_seqlens, p.B, p.T);
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what(), prefix = "gdr: ";  // re-labelled as ours
+      fail(what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    }
+  }
+}
+
+int64_t forward_workspace_elems(const Problem& p) {
+  validate(p);
+  return scratch_sets(p.H * total_tiles(p)) * Scratch<float>(p, nullptr, false).used;
+}
+
+int64_t backward_workspace_elems(const Problem& p) {
+  validate(p);
+  // The dQ pass has the most items (H per tile; the dK/dV pass HKV per tile).
+  return delta_elems(p) +
+         scratch_sets(p.H * total_tiles(p)) * Scratch<float>(p, nullptr, true).used;
+}
+
+template <typename T>
+void forward_cpu(const Problem& p, const T* q, const T* k, const T* v, T* o, acc_t<T>* lse,
+                 acc_t<T>* workspace) {
+  using A = acc_t<T>;
+  validate(p);
+  for_each_tile(
+      p, tiles_of(sequences(p), p.H), false, workspace,
+      [&](const Tile& qt, const Scratch<A>& w) { forward_tile(p, qt, q, k, v, o, lse, w); });
+}
+
+template <typename T>
+void backward_cpu(const Problem& p, const T* q, const T* k, const T* v, const T* o,
+                  const acc_t<T>* lse, const T* d_o, T* dq, T* dk, T* dv, acc_t<T>* workspace) {
+  using A = acc_t<T>;
+  validate(p);
+  A* delta = workspace;
+  A* scratch = workspace + delta_elems(p);
+  compute_delta(p, o, d_o, delta);
+  const std::vector<Sequence> seqs = sequences(p);
+  for_each_tile(p, tiles_of(seqs, p.HKV), true, scratch, [&](const Tile& kt, const Scratch<A>& w) {
+    key_tile_grads(p, kt, q, k, v, d_o, lse, delta, dk, dv, w);
+  });
+  for_each_tile(p, tiles_of(seqs, p.H), true, scratch, [&](const Tile& qt, const Scratch<A>& w) {
+    query_tile_grads(p, qt, q, k, v, d_o, lse, delta, dq, w);
+  });
+}
+
+#define GDN_ATTN_INSTANTIATE(T)                                                             \
+  template void forward_cpu<T>(const Problem&, const T*, const T*, const T*, T*, acc_t<T>*, \
+                               acc_t<T>*);                                                  \
+  template void backward_cpu<T>(const Problem&, const T*, const T*, const T*, const T*,     \
+                                const acc_t<T>*, const T*, T*, T*, T*, acc_t<T>*);
+GDN_ATTN_INSTANTIATE(float)
+GDN_ATTN_INSTANTIATE(double)
+GDN_ATTN_INSTANTIATE(bf16)
+#undef GDN_ATTN_INSTANTIATE
+
+}  // namespace gdn::attn
