@@ -71,7 +71,7 @@ int64_t ModelConfig::num_parameters() const {
   const int64_t mlp = 3 * hidden_size * mlp_intermediate_size();
   int64_t n = emb + hidden_size + (tie_word_embeddings ? 0 : emb);  // + final norm, lm_head
   for (int64_t i = 0; i < num_hidden_layers; ++i)
-    n += token_mixer_of(*this, i).num_parameters(*this) + mlp + 2 * hidden_size;  // + 2 norms
+    n += token_mixer_of(*this, i).num_parameters(*this, i) + mlp + 2 * hidden_size;  // + 2 norms
   return n;
 }
 

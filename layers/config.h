@@ -40,6 +40,21 @@ inline EnumTable<GateActivation> enum_table(GateActivation) {
   return kGateActivationNames;
 }
 
+// One entry of fla's `attn` (GatedDeltaNetConfig.attn: a dict, or a list of dicts): these layers
+// are softmax attention (fla.layers.attn.Attention) instead of Gated DeltaNet. Defaults as fla's
+// parse_attention_config fills them.
+struct AttentionConfig {
+  std::vector<int64_t> layers;  // layer indices, each in [0, num_hidden_layers), no layer twice
+  int64_t num_heads = 0;        // required, > 0; hidden_size divisible by it
+  int64_t num_kv_heads = 0;     // 0 = None: num_heads; num_heads divisible by it
+  bool qkv_bias = false;        // biases on q_proj, k_proj, v_proj (o_proj never has one)
+  int64_t window_size = 0;      // 0 = None: full causal; w: a query sees itself and w - 1 before
+  double rope_theta = 10000.0;  // rotary base: inverse frequencies rope_theta^(-2i / head_dim)
+
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  int64_t head_dim(int64_t hidden_size) const { return hidden_size / num_heads; }
+};
+
 struct ModelConfig {
   // fla GatedDeltaNetConfig fields (same names and defaults).
   int64_t hidden_size = 2048;
@@ -65,6 +80,10 @@ struct ModelConfig {
   std::string attn_mode = "chunk";
   bool fuse_norm = true, fuse_swiglu = true, fuse_cross_entropy = true;
   GateActivation output_gate_activation = GateActivation::swish;  // with use_gate
+  // fla's `attn`: softmax attention layers (empty = None: Gated DeltaNet in every layer).
+  // attn_is_list: config.json writes a list (else the single entry as a dict, as it was read).
+  std::vector<AttentionConfig> attn;
+  bool attn_is_list = false;
   // gdn: which gated-delta-rule implementation and how.
   gdr::Impl kernel = gdr::Impl::chunked;  // recurrent | chunked | fused (kModelKernels)
   int64_t chunk_size = 64;                // 16 | 32 | 64
@@ -75,8 +94,18 @@ struct ModelConfig {
   int64_t head_v_dim() const;
   int64_t value_dim() const { return v_heads() * head_v_dim(); }
   int64_t mlp_intermediate_size() const;
-  // The token mixer of layer `layer` (layers/token_mixer.h): Gated DeltaNet in every layer.
-  std::string token_mixer(int64_t layer) const { return "gated_deltanet"; }
+  // The attention entry that layer `layer` belongs to, or null (a Gated DeltaNet layer).
+  const AttentionConfig* attention_of(int64_t layer) const {
+    for (const AttentionConfig& a : attn)
+      for (int64_t l : a.layers)
+        if (l == layer) return &a;
+    return nullptr;
+  }
+  // The token mixer of layer `layer` (layers/token_mixer.h): "attention" in the layers of an
+  // `attn` entry, else "gated_deltanet".
+  std::string token_mixer(int64_t layer) const {
+    return attention_of(layer) ? "attention" : "gated_deltanet";
+  }
   // Throws gdn::Error naming the inconsistent fields.
   void validate() const;
   // Parameter count by formula (equals the built model's count; tests check it).

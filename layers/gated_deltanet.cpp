@@ -136,11 +136,12 @@ Tensor GatedDeltaNet::forward_with_state(const Tensor& x, LayerState& state) con
   return run(x, {}, own);
 }
 
-std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, const InitContext& ctx) {
+std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, int64_t /*layer*/,
+                                                const InitContext& ctx) {
   return std::make_shared<GatedDeltaNet>(cfg, ctx);
 }
 
-int64_t gated_deltanet_num_parameters(const ModelConfig& c) {
+int64_t gated_deltanet_num_parameters(const ModelConfig& c, int64_t /*layer*/) {
   const int64_t d = c.hidden_size, kd = c.key_dim(), vd = c.value_dim(), hv = c.v_heads();
   int64_t n = d * kd * 2 + d * vd + 2 * d * hv + 2 * hv;  // q k v a b projections, A_log dt_bias
   if (c.use_short_conv) n += c.conv_size * (2 * kd + vd);
@@ -152,7 +153,8 @@ int64_t gated_deltanet_num_parameters(const ModelConfig& c) {
 
 // Matmuls: 2 FLOPs per weight per token forward, twice that backward; plus the kernel's own
 // count (docs/design.md, "The gated delta rule").
-double gated_deltanet_train_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+double gated_deltanet_train_flops_per_token(const ModelConfig& c, int64_t /*layer*/,
+                                            int64_t seq_len) {
   const double d = double(c.hidden_size), kd = double(c.key_dim()), vd = double(c.value_dim());
   const double hv = double(c.v_heads());
   double linear = d * (2 * kd + vd + 2 * hv) + vd * d;  // q k v a b, o

@@ -47,8 +47,9 @@ class GatedDeltaNet : public TokenMixer {
 };
 
 // The registry's entry points (layers/token_mixer.cpp).
-std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, const InitContext& ctx);
-int64_t gated_deltanet_num_parameters(const ModelConfig& cfg);
-double gated_deltanet_train_flops_per_token(const ModelConfig& cfg, int64_t seq_len);
+std::shared_ptr<TokenMixer> make_gated_deltanet(const ModelConfig& cfg, int64_t layer,
+                                                const InitContext& ctx);
+int64_t gated_deltanet_num_parameters(const ModelConfig& cfg, int64_t layer);
+double gated_deltanet_train_flops_per_token(const ModelConfig& cfg, int64_t layer, int64_t seq_len);
 
 }  // namespace gdn::nn

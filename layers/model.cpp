@@ -9,7 +9,7 @@ namespace gdn::nn {
 Block::Block(const ModelConfig& cfg, int64_t layer, const InitContext& ctx) {
   attn_norm =
       register_module("attn_norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
-  attn = register_module("attn", token_mixer_of(cfg, layer).make(cfg, ctx));
+  attn = register_module("attn", token_mixer_of(cfg, layer).make(cfg, layer, ctx));
   mlp_norm =
       register_module("mlp_norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
   mlp = register_module(

@@ -37,11 +37,13 @@ class TokenMixer : public Module {
 
 struct TokenMixerType {
   const char* name;  // "gated_deltanet"
-  std::shared_ptr<TokenMixer> (*make)(const ModelConfig& cfg, const InitContext& ctx);
-  // Parameters of one layer, by formula (tests check it against the built layer).
-  int64_t (*num_parameters)(const ModelConfig& cfg);
-  // Training FLOPs (forward + backward) per token of one layer at sequence length T (for MFU).
-  double (*train_flops_per_token)(const ModelConfig& cfg, int64_t seq_len);
+  // Layer `layer` of the model (a mixer may read per-layer settings, e.g. its `attn` entry).
+  std::shared_ptr<TokenMixer> (*make)(const ModelConfig& cfg, int64_t layer,
+                                      const InitContext& ctx);
+  // Parameters of layer `layer`, by formula (tests check it against the built layer).
+  int64_t (*num_parameters)(const ModelConfig& cfg, int64_t layer);
+  // Training FLOPs (forward + backward) per token of layer `layer` at sequence length T (MFU).
+  double (*train_flops_per_token)(const ModelConfig& cfg, int64_t layer, int64_t seq_len);
   // Names of the autograd ops whose saved tensors are the mixer's kernel residuals (memory
   // profile category `kernel_residuals`).
   std::vector<std::string> kernel_ops;

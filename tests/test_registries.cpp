@@ -106,7 +106,7 @@ TEST(TokenMixers, TheModelBuildsEachLayerFromTheTable) {
   nn::CausalLM m(c, ctx);
   for (const auto& block : m.model->layers) {
     ASSERT_NE(dynamic_cast<nn::GatedDeltaNet*>(block->attn.get()), nullptr);
-    EXPECT_EQ(block->attn->num_parameters(), t.num_parameters(c));
+    EXPECT_EQ(block->attn->num_parameters(), t.num_parameters(c, 1));
   }
   EXPECT_TRUE(nn::is_mixer_kernel_op("gated_delta_rule"));
   EXPECT_FALSE(nn::is_mixer_kernel_op("rms_norm"));

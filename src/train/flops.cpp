@@ -14,7 +14,7 @@ double train_flops_per_token(const nn::ModelConfig& c, int64_t seq_len) {
   const double mlp = 6.0 * 3 * d * double(c.mlp_intermediate_size());
   double layers = 0;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    layers += nn::token_mixer_of(c, i).train_flops_per_token(c, seq_len) + mlp;
+    layers += nn::token_mixer_of(c, i).train_flops_per_token(c, i, seq_len) + mlp;
   const double head = 6.0 * d * double(c.vocab_size);
   return layers + head;
 }

@@ -49,11 +49,11 @@ bool sane_model_sizes(const nn::ModelConfig& m) {
   return true;
 }
 
-// Parameters of one block (token mixer + MLP + two norms).
-double layer_params(const nn::ModelConfig& m) {
+// Parameters of block `layer` (token mixer + MLP + two norms).
+double layer_params(const nn::ModelConfig& m, int64_t layer) {
   const double d = double(m.hidden_size);
   if (sane_model_sizes(m) && m.num_heads > 0 && m.head_dim > 0)
-    return double(nn::token_mixer_of(m, 0).num_parameters(m)) +
+    return double(nn::token_mixer_of(m, layer).num_parameters(m, layer)) +
            3.0 * d * double(m.mlp_intermediate_size()) + 2.0 * d;
   // Absurd sizes: the q, k, v and o projections alone (a lower bound of any mixer's).
   const double kd = double(m.num_heads) * double(m.head_dim);
@@ -178,7 +178,17 @@ SizeEstimate estimate_step_size(const RunConfig& cfg, int64_t batch, int64_t seq
   SizeEstimate e;
   const double d = double(m.hidden_size), layers = double(m.num_hidden_layers);
   const double emb = double(m.vocab_size) * d;
-  e.params = emb * (m.tie_word_embeddings ? 1.0 : 2.0) + d + layers * layer_params(m);
+  // The Gated DeltaNet blocks by one formula (their count may be absurd), the attention layers
+  // (listed one by one in model.attn) each by its own.
+  double attn_layers = 0, attn_params = 0;
+  for (const nn::AttentionConfig& a : m.attn)
+    for (int64_t l : a.layers) {
+      attn_layers += 1;
+      attn_params += layer_params(m, l);
+    }
+  // (layer -1 is in no attn entry: a Gated DeltaNet block)
+  const double gdn_params = layers > attn_layers ? (layers - attn_layers) * layer_params(m, -1) : 0;
+  e.params = emb * (m.tie_word_embeddings ? 1.0 : 2.0) + d + gdn_params + attn_params;
   // ZeRO-1 keeps 1/N of the optimizer state per rank (at least).
   const double optim_share = cfg.dist.zero1 && world_size > 1 ? 1.0 / world_size : 1.0;
   e.state_bytes = e.params * (4.0 + optimizer_bytes_per_param(cfg.train) * optim_share);
