@@ -4,7 +4,9 @@
 // every gradient against the fp64 recurrent reference, GFLOP/s by docs/design.md's count and the
 // fraction of the device's measured peak. Packed sequences (--docs, --doc-lens) add rows that
 // carry their packing ("docs", "doc_lens") and their time against the unpacked row of the same
-// implementation, mode and shape ("vs_unpacked"), which the same run measures. Exit status 2
+// implementation, mode and shape ("vs_unpacked"), which the same run measures. `attention` rows
+// (src/cli/bench_attention.h; --window) time causal softmax attention at the same shapes, and the
+// run ends with where in T it costs more than each gated-delta-rule implementation. Exit status 2
 // when any result failed (the JSON, with its error rows, is still written), 1 on an error.
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <sstream>
 
 #include "src/autograd/node.h"
+#include "src/cli/bench_attention.h"
 #include "src/cli/bench_util.h"
 #include "src/cli/commands.h"
 #include "src/ops/gated_delta_rule.h"
@@ -44,9 +47,13 @@ struct BenchArgs {
   double min_sample_ms = 20;
   std::string device = "cpu", out, preset;
   bool no_reference = false;
-  std::vector<int64_t> docs;      // --docs: N equal sequences per row, for each N
-  std::vector<int64_t> doc_lens;  // --doc-lens: explicit sequence lengths (their sum is T)
+  std::vector<int64_t> docs;        // --docs: N equal sequences per row, for each N
+  std::vector<int64_t> doc_lens;    // --doc-lens: explicit sequence lengths (their sum is T)
+  std::vector<int64_t> windows{0};  // --window: attention rows' windows (0: full causal)
 };
+
+// The name that selects the attention rows in --impls.
+constexpr const char* kAttention = "attention";
 
 struct Case {
   int64_t B, H, T, D;
@@ -315,7 +322,15 @@ void run(BenchArgs a) {
   apply_preset(a);
   const Device dev = parse_device(a.device);
   std::vector<const gdr::Implementation*> impls;  // unknown names fail before any work
-  for (const auto& name : a.impls) impls.push_back(&gdr::find_implementation(name));
+  bool attention = false;
+  for (const auto& name : a.impls) {
+    if (name == kAttention) {
+      attention = true;
+    } else {
+      impls.push_back(&gdr::find_implementation(name));
+    }
+  }
+  for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
   DevicePeak peak = measure_peak(dev);
   std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
   for (const auto& dts : a.dtypes)
@@ -325,7 +340,8 @@ void run(BenchArgs a) {
           for (const auto& lens : packings(a, T))
             cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C, offsets_of(lens)});
   json results = json::array();
-  const size_t total = cases.size() * a.impls.size() * a.modes.size();
+  const size_t rows_per_case = impls.size() + (attention ? a.windows.size() : 0);
+  const size_t total = cases.size() * rows_per_case * a.modes.size();
   size_t done = 0;
   // The unpacked rows of (impl, mode) for the shape being run, for packed rows' ratios.
   std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
@@ -370,6 +386,37 @@ void run(BenchArgs a) {
         }
         results.push_back(r);
       }
+    // Attention does not depend on the chunk size: its rows go with the first.
+    if (attention)
+      for (int64_t w : a.windows)
+        for (const auto& mode : a.modes) {
+          ++done;
+          if (c.chunk != a.chunks.front()) continue;
+          std::fprintf(stderr,
+                       "\r[%zu/%zu] attention %s B=%lld H=%lld T=%lld D=%lld %s w=%lld     ", done,
+                       total, mode.c_str(), (long long)c.B, (long long)c.H, (long long)c.T,
+                       (long long)c.D, dtype_name(c.dtype), (long long)w);
+          const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
+          json r;
+          try {
+            r = run_attention_case(ac, mode, dev, a.repeats, a.min_sample_ms, peak,
+                                   !a.no_reference);
+            const auto key =
+                std::make_pair(std::string(kAttention) + "@" + std::to_string(w), mode);
+            if (c.cu_seqlens.empty()) {
+              unpacked[key] = {double(r["median_ms"]), TimedCall{}};
+            } else if (unpacked.count(key)) {
+              r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+            }
+          } catch (const std::exception& e) {
+            r = json{{"impl", kAttention}, {"mode", mode},
+                     {"batch", c.B},       {"heads", c.H},
+                     {"seq", c.T},         {"dk", c.D},
+                     {"dv", c.D},          {"dtype", dtype_name(c.dtype)},
+                     {"window", w},        {"error", e.what()}};
+          }
+          results.push_back(r);
+        }
   }
   std::fprintf(stderr, "\r%-100s\r", "");
   json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
@@ -378,8 +425,14 @@ void run(BenchArgs a) {
                  {"repeats", a.repeats}};
   if (!a.docs.empty()) config["docs"] = a.docs;
   if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
+  if (attention) config["windows"] = a.windows;
   json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", results}};
   std::fputs(format_table(results).c_str(), stdout);
+  if (attention && !impls.empty()) {
+    const std::vector<std::string> crossings = attention_crossovers(results);
+    for (const std::string& line : crossings) std::printf("%s\n", line.c_str());
+    doc["attention_crossovers"] = crossings;
+  }
   if (!a.out.empty()) {
     std::ofstream f(a.out);
     GDN_CHECK(f, "--out: cannot write '", a.out, "'");
@@ -404,8 +457,9 @@ void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand(
       "bench",
-      "Benchmark the gated-delta-rule kernels (seed schema); exit status 2 when a result failed");
-  cmd->add_option("--impls", a->impls, gdr::implementation_names())
+      "Benchmark the gated-delta-rule kernels and attention (seed schema); exit status 2 when a "
+      "result failed");
+  cmd->add_option("--impls", a->impls, gdr::implementation_names() + ",attention")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();
@@ -429,6 +483,11 @@ void add_bench_command(CLI::App& app) {
                   "also pack N equal sequences into each row (cu_seqlens; B = 1, T divisible by "
                   "N), for each N; rows report vs_unpacked")
       ->delimiter(',');
+  cmd->add_option("--window", a->windows,
+                  "attention rows: sliding windows (a query sees itself and w - 1 keys before), "
+                  "0 = full causal; a list runs each")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--doc-lens", a->doc_lens,
                   "also pack sequences of these lengths (their sum is T; B = 1)")
       ->delimiter(',');

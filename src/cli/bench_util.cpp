@@ -120,6 +120,13 @@ std::string ratio_of(const nlohmann::json& r) {
 }
 }  // namespace
 
+// A row's name in the table: its impl, and an attention row's window (attention@256).
+std::string name_of(const nlohmann::json& r) {
+  std::string name = r["impl"].get<std::string>();
+  const int64_t window = r.value("window", int64_t(0));
+  return window > 0 ? name + "@" + std::to_string(window) : name;
+}
+
 std::string format_table(const nlohmann::json& results) {
   std::string out;
   char line[360];
@@ -130,12 +137,11 @@ std::string format_table(const nlohmann::json& results) {
   out += line;
   for (const auto& r : results) {
     if (r.contains("error")) {
-      std::snprintf(line, sizeof line,
-                    "%-12s %-8s %3lld %3lld %6lld %5s %4lld %-9s  error: %.120s\n",
-                    r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
-                    (long long)r["batch"], (long long)r["heads"], (long long)r["seq"],
-                    docs_of(r).c_str(), (long long)r["dk"], r["dtype"].get<std::string>().c_str(),
-                    r["error"].get<std::string>().c_str());
+      std::snprintf(
+          line, sizeof line, "%-12s %-8s %3lld %3lld %6lld %5s %4lld %-9s  error: %.120s\n",
+          name_of(r).c_str(), r["mode"].get<std::string>().c_str(), (long long)r["batch"],
+          (long long)r["heads"], (long long)r["seq"], docs_of(r).c_str(), (long long)r["dk"],
+          r["dtype"].get<std::string>().c_str(), r["error"].get<std::string>().c_str());
       out += line;
       continue;
     }
@@ -147,12 +153,12 @@ std::string format_table(const nlohmann::json& results) {
         line, sizeof line,
         "%-12s %-8s %3lld %3lld %6lld %5s %4lld %-9s %10.3f %9.2f %6.1f%% %10.2f %9.1f "
         "%9.2e %9.2e %7s\n",
-        r["impl"].get<std::string>().c_str(), r["mode"].get<std::string>().c_str(),
-        (long long)r["batch"], (long long)r["heads"], (long long)r["seq"], docs_of(r).c_str(),
-        (long long)r["dk"], r["dtype"].get<std::string>().c_str(), double(r["median_ms"]),
-        double(r["gflops"]), r.contains("frac_peak") ? 100.0 * double(r["frac_peak"]) : 0.0,
-        double(r["residual_mb"]), double(r["peak_mb"]),
-        r.contains("rel_err") ? double(r["rel_err"]) : 0.0, grad_err, ratio_of(r).c_str());
+        name_of(r).c_str(), r["mode"].get<std::string>().c_str(), (long long)r["batch"],
+        (long long)r["heads"], (long long)r["seq"], docs_of(r).c_str(), (long long)r["dk"],
+        r["dtype"].get<std::string>().c_str(), double(r["median_ms"]), double(r["gflops"]),
+        r.contains("frac_peak") ? 100.0 * double(r["frac_peak"]) : 0.0, double(r["residual_mb"]),
+        double(r["peak_mb"]), r.contains("rel_err") ? double(r["rel_err"]) : 0.0, grad_err,
+        ratio_of(r).c_str());
     out += line;
   }
   return out;
