@@ -23,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"  // gdr::validate_cu_seqlens
 
@@ -95,7 +96,6 @@ int64_t last_query(const Problem& p, int64_t s, int64_t len) {
 // Columns [lo, hi) of the key tile at c0 (bc rows) that query t sees; empty when hi <= lo.
 struct Span {
   int64_t lo, hi;
-  bool has(int64_t j) const { return lo <= j && j < hi; }
 };
 Span visible_keys(const Problem& p, int64_t t, int64_t c0, int64_t bc) {
   return Span{std::max<int64_t>(first_key(p, t) - c0, 0), std::min(t - c0 + 1, bc)};
@@ -210,6 +210,15 @@ T* rows_of(T* x, const Sequence& s, int64_t start, int64_t heads, int64_t h, int
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// row[j] = exp(row[j] - shift) over the visible columns of a score row, 0 elsewhere (bc columns).
+template <typename A>
+void exp_visible(const Span& keys, int64_t bc, A shift, A* row) {
+  const int64_t lo = std::min(keys.lo, bc), hi = std::max(keys.hi, lo);
+  std::fill(row, row + lo, A(0));
+  cpu::exp_shifted(row + lo, shift, hi - lo, row + lo);
+  std::fill(row + hi, row + bc, A(0));
+}
+
 // One step of the online softmax: on entry w.s holds S = scale Q K^T of the query tile at r0 (br
 // rows) and the key tile at c0 (bc rows). Per row i, over the visible columns,
 //   m' = max(m_i, max_j S_ij),  P_ij = exp(S_ij - m'),  l_i = l_i e^{m_i - m'} + sum_j P_ij,
@@ -224,11 +233,9 @@ void online_softmax_step(const Problem& p, const Scratch<A>& w, int64_t r0, int6
     A m_new = m[i];
     for (int64_t j = keys.lo; j < keys.hi; ++j) m_new = std::max(m_new, row[j]);
     const A factor = m_new == m[i] ? A(1) : std::exp(m[i] - m_new);
+    exp_visible(keys, bc, m_new, row);
     A row_sum = 0;
-    for (int64_t j = 0; j < bc; ++j) {
-      row[j] = keys.has(j) ? std::exp(row[j] - m_new) : A(0);
-      row_sum += row[j];
-    }
+    for (int64_t j = keys.lo; j < keys.hi; ++j) row_sum += row[j];
     l[i] = l[i] * factor + row_sum;
     m[i] = m_new;
     if (factor != A(1))
@@ -291,8 +298,7 @@ void recompute_probs(const Problem& p, const Scratch<A>& w, int64_t r0, int64_t 
   cpu::gemm(false, true, br, bc, p.D, A(p.scale), w.q, p.D, w.k, p.D, A(0), w.s, w.rows);
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    A* row = w.s + i * w.rows;
-    for (int64_t j = 0; j < bc; ++j) row[j] = keys.has(j) ? std::exp(row[j] - lse_rows[i]) : A(0);
+    exp_visible(keys, bc, lse_rows[i], w.s + i * w.rows);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gdr_workspace_layout.h"  // Carver, the residual's pieces, shared layouts
@@ -211,37 +212,13 @@ void load_gates(const T* g, const T* beta, int64_t stride, int64_t rows, int64_t
     e[i] = split && seg->first[i] != seg->first[C - 1] ? A(0) : std::exp(G[C - 1] - G[i]);
 }
 
-// out[j] = exp(gi - G[j]) for j < n, the decay factors of one row (gi - G[j] <= 0 in use).
-// fp32: a Cephes-style polynomial (about 1 ulp, 2^n by bit assembly) written without float
-// branches so that it vectorises; exponents below -87 give 0 (no denormals), above 87 clamp.
-// fp64: std::exp.
+// out[j] = exp(gi - G[j]) for j < n, the decay factors of one row (gi - G[j] <= 0 in use);
+// fp32 through exp_clamped (kernels/cpu/fast_exp.h), which vectorises; fp64: std::exp.
 inline void decay_row(const double* G, double gi, int64_t n, double* out) {
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(gi - G[j]);
 }
 inline void decay_row(const float* G, float gi, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float x = gi - G[j];
-    uint32_t ux;
-    std::memcpy(&ux, &x, 4);
-    const uint32_t mag = ux & 0x7fffffffu, lim = 0x42ae0000u;  // 87.0f
-    const uint32_t keep = (mag < lim || !(ux >> 31)) ? 0xffffffffu : 0u;
-    const uint32_t uc = (mag < lim ? mag : lim) | (ux & 0x80000000u);
-    float xc;
-    std::memcpy(&xc, &uc, 4);
-    const float nf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x log2 e)
-    const float r = (xc - nf * 0.693359375f) + nf * 2.12194440e-4f;            // x - n ln 2
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * r * r + r + 1.0f;                                          // e^r
-    const uint32_t bits = (uint32_t(int32_t(nf) + 127) << 23) & keep;  // 2^n
-    float scale;
-    std::memcpy(&scale, &bits, 4);
-    out[j] = q * scale;
-  }
+  for (int64_t j = 0; j < n; ++j) out[j] = cpu::exp_clamped(gi - G[j]);
 }
 
 // row[j] = Gam_ij = exp(G_i - G_j) for j < n (n <= i + 1), 0 across a sequence start (seg).

@@ -5,9 +5,15 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "kernels/cpu/blas_select.h"
+
 namespace gdn::cpu {
 
 namespace {
+// Before main, before any GEMM: OpenBLAS's kernels for this CPU (blas_select.h). Every program
+// that links the GEMMs (gdn, the tests, the examples) runs it.
+[[maybe_unused]] const bool kBlasSelected = (blas_kernels(), true);
+
 inline CBLAS_TRANSPOSE tr(bool t) {
   return t ? CblasTrans : CblasNoTrans;
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "kernels/cpu/blas_select.h"
 #include "kernels/cpu/gemm.h"
 #include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
@@ -88,6 +89,8 @@ nlohmann::json device_info(Device dev, const DevicePeak& peak) {
   if (dev.is_cpu()) {
     d["cpu"] = cpu_model();
     d["threads"] = cpu::num_threads();
+    const cpu::BlasKernels& blas = cpu::blas_kernels();
+    if (!blas.used.empty()) d["blas"] = {{"kernels", blas.used}, {"how", blas.why}};
   }
   if (peak.gflops > 0) {
     d["peak_gflops_fp32"] = peak.gflops;

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Eager PyTorch math attention on the CPU, as a user of Debian's python3-torch (1.13) writes it:
+softmax(Q K^T / sqrt(D) + causal mask) V with autograd for the backward. Times fwd_bwd (or fwd)
+in the bench's JSON schema (impl "torch_math"), after checking itself against a float64 loop on
+a small problem. scripts/bench_attention_cpu.sh runs it alternately with `gdn bench --impls
+attention`:
+    python3 scripts/torch_attention.py --seq 2048 --heads 4 --dim 64 --out torch.json
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+
+def math_attention(q, k, v, window=0):
+    """q, k, v [B, H, T, D]: causal (and, with a window, banded) softmax attention."""
+    T, D = q.shape[-2], q.shape[-1]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D)
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    hidden = j > i
+    if window > 0:
+        hidden = hidden | (j <= i - window)
+    scores = scores.masked_fill(hidden, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def check(window):
+    """The math against a query-by-query float64 loop."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 9, 4, dtype=torch.float64) for _ in range(3))
+    o = math_attention(q, k, v, window)
+    for t in range(9):
+        lo = max(0, t - window + 1) if window > 0 else 0
+        s = (q[..., t:t + 1, :] @ k[..., lo:t + 1, :].transpose(-1, -2)).squeeze(-2) / 2.0
+        ref = (s.softmax(-1)[..., None] * v[..., lo:t + 1, :]).sum(-2)
+        assert torch.allclose(o[..., t, :], ref, atol=1e-12), "math_attention is wrong"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--window", type=int, default=0)
+    ap.add_argument("--mode", choices=["fwd", "fwd_bwd"], default="fwd_bwd")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: its default)")
+    ap.add_argument("--out", help="write the JSON row here")
+    a = ap.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    check(a.window)
+    torch.manual_seed(1)
+    shape = (a.batch, a.heads, a.seq, a.dim)
+    q, k, v = (torch.randn(shape, requires_grad=a.mode == "fwd_bwd") for _ in range(3))
+    d_o = torch.randn(shape)
+
+    def step():
+        if a.mode == "fwd":
+            with torch.no_grad():
+                math_attention(q, k, v, a.window)
+            return
+        math_attention(q, k, v, a.window).backward(d_o)
+        for x in (q, k, v):
+            x.grad = None
+
+    step()  # warm-up
+    times = []
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    row = {"impl": "torch_math", "mode": a.mode, "batch": a.batch, "heads": a.heads, "seq": a.seq,
+           "dk": a.dim, "dv": a.dim, "dtype": "float32", "window": a.window,
+           "median_ms": statistics.median(times), "q1_ms": times[len(times) // 4],
+           "q3_ms": times[(3 * len(times)) // 4], "threads": torch.get_num_threads(),
+           "torch": torch.__version__}
+    print(json.dumps(row))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(row, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
