@@ -274,6 +274,13 @@ const std::map<std::string, LayerCheck>& registry() {
          return check_causal_lm("layer causal_lm (hybrid: layer 1 attention)", 3, false,
                                 Checkpointing::none, 7, s, {a});
        }},
+      {"causal_lm_hybrid_checkpoint_kernel",
+       [](uint64_t s) {
+         AttentionConfig a = attention_config(2, 0, 3, false);
+         a.layers = {0};
+         return check_causal_lm("layer causal_lm (hybrid, checkpoint kernel)", 2, false,
+                                Checkpointing::kernel, 7, s, {a});
+       }},
       {"causal_lm_tied",
        [](uint64_t s) {
          return check_causal_lm("layer causal_lm (tied)", 1, true, Checkpointing::none, 8, s);

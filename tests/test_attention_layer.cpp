@@ -18,7 +18,9 @@
 #include "src/ops/attention.h"
 #include "src/ops/ops.h"
 #include "src/ops/rope.h"
+#include "src/train/memory_profile.h"
 #include "tests/test_helpers.h"
+#include "tests/tiny_runs.h"
 
 namespace gdn {
 namespace {
@@ -452,6 +454,45 @@ TEST(HybridModel, LayerOneIsAttentionAndTheRestGatedDeltaNet) {
       max_abs_diff(ops::reshape(last, {1, c.vocab_size}),
                    ops::reshape(ops::contiguous(ops::slice(full, 1, 8, 9)), {1, c.vocab_size})),
       1e-10);
+}
+
+// A hybrid run config: hidden 64, 3 layers (layer 1 attention: 4 heads, 2 kv heads, window 48).
+train::RunConfig hybrid_run(const std::string& checkpointing, int64_t layers = 3,
+                            int64_t attention_layer = 1) {
+  train::RunConfig c = train::parse_run_config(
+      test::model_yaml({64, layers, 2, 32, 512}) +
+          "train:\n  batch_size: 2\n  checkpointing: " + checkpointing + "\n",
+      "hybrid.yaml");
+  nn::AttentionConfig a;
+  a.layers = {attention_layer};
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.window_size = 48;
+  c.model.attn = {a};
+  return c;
+}
+
+TEST(HybridModel, MetaPredictsTheCpuMemoryOfATrainingStep) {
+  for (const char* ckpt : {"none", "block", "kernel"}) {
+    SCOPED_TRACE(ckpt);
+    const train::RunConfig c = hybrid_run(ckpt);
+    const auto meta = train::profile_training_step(c, "meta", 2, 96);
+    const auto cpu = train::profile_training_step(c, "cpu", 2, 96);
+    EXPECT_GT(cpu.peak_bytes, 0);
+    EXPECT_LE(std::abs(double(meta.peak_bytes - cpu.peak_bytes)), 0.02 * double(cpu.peak_bytes));
+    EXPECT_EQ(meta.saved_total, cpu.saved_total);
+  }
+}
+
+TEST(HybridModel, TheAttentionOpsSavedTensorsAreKernelResiduals) {
+  // One layer, attention: the only kernel residuals are the attention op's q, k, v, lse and o
+  // (o is also o_proj's input: its storage may be counted there, once).
+  const auto p = train::profile_training_step(hybrid_run("none", 1, 0), "meta", 2, 96);
+  ASSERT_EQ(p.saved_by_kind.count("kernel_residuals"), 1u);
+  const int64_t tokens = 2 * 96, fp32 = 4;
+  const int64_t q = tokens * 64, k_and_v = 2 * tokens * 2 * 16, o = tokens * 64, lse = tokens * 4;
+  EXPECT_GE(p.saved_by_kind.at("kernel_residuals"), (q + k_and_v + lse) * fp32);
+  EXPECT_LE(p.saved_by_kind.at("kernel_residuals"), (q + k_and_v + o + lse) * fp32);
 }
 
 }  // namespace
