@@ -139,16 +139,20 @@ int64_t attention_num_parameters(const ModelConfig& cfg, int64_t layer) {
 }
 
 // Projections: 2 FLOPs per weight per token forward, twice that backward (x3). Attention as
-// flash-attention counts it: per head and query, S = q K^T and P V are 2 * 2 * T' * D, halved
-// by the causal mask (T' = min(T, window)); the backward is 2.5x the forward.
+// flash-attention counts it: per head and visible (query, key) pair, S = q k and P v cost
+// 2 * 2 * D forward, and the backward 2.5x that. Visible keys per query, averaged over the
+// sequence: T / 2 for full causal (flash-attention's halving); with a window w < T, each query
+// sees min(t + 1, w) keys, on average w - w^2 / (2T) (-> w for T >> w; = T / 2 at w = T).
 double attention_train_flops_per_token(const ModelConfig& cfg, int64_t layer, int64_t seq_len) {
   const AttentionConfig* a = cfg.attention_of(layer);
   GDN_CHECK(a, "attention: layer ", layer, " is in no attn entry of the model config");
   const double d = double(cfg.hidden_size), hd = double(a->head_dim(cfg.hidden_size));
   const double kv = double(a->kv_heads()) * hd;
   const double linear = d * d + 2 * kv * d + d * d;
-  const double seen = double(a->window_size > 0 ? std::min(seq_len, a->window_size) : seq_len);
-  const double forward = double(a->num_heads) * 4.0 * seen * hd / 2.0;
+  const double T = double(seq_len);
+  const double w = a->window_size > 0 ? std::min(T, double(a->window_size)) : T;
+  const double keys_per_query = w - w * w / (2.0 * T);
+  const double forward = double(a->num_heads) * 4.0 * keys_per_query * hd;
   return 6.0 * linear + forward * (1.0 + 2.5);
 }
 

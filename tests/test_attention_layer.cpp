@@ -254,14 +254,18 @@ TEST(AttentionLayer, ParametersAreFlasByNameAndShape) {
 
 TEST(AttentionLayer, TrainFlopsFollowTheFormula) {
   nn::AttentionConfig a = attn_config(4, 2, 0, false);
-  const nn::ModelConfig c = model_with(a, 16);
   const double linear = 16.0 * 16 * 2 + 2.0 * 8 * 16;  // q, o and k, v weights
-  const double attn = 4 * (4.0 * 100 * 4 / 2) * 3.5;   // H * (4 T D / 2) * (1 + 2.5)
-  EXPECT_DOUBLE_EQ(nn::attention_train_flops_per_token(c, 0, 100), 6 * linear + attn);
-  a.window_size = 10;
-  const nn::ModelConfig w = model_with(a, 16);
-  EXPECT_DOUBLE_EQ(nn::attention_train_flops_per_token(w, 0, 100),
-                   6 * linear + 4 * (4.0 * 10 * 4 / 2) * 3.5);
+  // H * 4 D per visible pair * (1 + 2.5), pairs per query T / 2 (full causal).
+  const auto flops = [&](int64_t window, int64_t T) {
+    a.window_size = window;
+    return nn::attention_train_flops_per_token(model_with(a, 16), 0, T) - 6 * linear;
+  };
+  EXPECT_DOUBLE_EQ(flops(0, 100), 4 * (4.0 * 4 * 50) * 3.5);
+  EXPECT_DOUBLE_EQ(flops(100, 100), flops(0, 100));  // a window of T is full causal
+  EXPECT_DOUBLE_EQ(flops(200, 100), flops(0, 100));
+  // Window 10 over 100 tokens: sum_t min(t + 1, 10) = 55 + 90 * 10 = 955 pairs, 9.55 per query,
+  // and the formula's w - w^2 / 2T = 9.5 (the continuous count).
+  EXPECT_DOUBLE_EQ(flops(10, 100), 4 * (4.0 * 4 * 9.5) * 3.5);
 }
 
 // forward_with_state over chunks of `sizes` tokens (summing to T) equals the full forward.
