@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "layers/attention.h"
 #include "layers/gated_deltanet.h"
 #include "layers/model.h"
 #include "layers/short_conv.h"
@@ -74,13 +75,43 @@ GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t
       [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
 }
 
-// d loss / d every parameter of a small CausalLM on random tokens [B, seq].
+// The softmax attention mixer of `a` (its layers set here) on x [1, 11, 8]; cu_seqlens empty: one
+// sequence, else packed sequences over the 11 positions.
+GradcheckReport check_attention_layer(const std::string& what, AttentionConfig a, uint64_t seed,
+                                      const CuSeqlens& cu = {}) {
+  Generator g(seed);
+  ModelConfig c = tiny_config();
+  a.layers = {0};
+  c.attn = {a};
+  Attention layer(c, a, fp64_ctx(&g, c.initializer_range));
+  for (auto& [n, p] : layer.named_parameters())  // biases away from their init of 0
+    if (n.find("bias") != std::string::npos) ops::normal_(p, 0.0, 0.3, &g);
+  Tensor x = input({1, 11, c.hidden_size}, g);
+  return check_module(
+      what, layer, {x}, {"x"},
+      [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
+}
+
+AttentionConfig attention_config(int64_t heads, int64_t kv_heads, int64_t window, bool bias) {
+  AttentionConfig a;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.window_size = window;
+  a.qkv_bias = bias;
+  a.rope_theta = 100.0;  // a small base turns every pair by a visible angle over 11 positions
+  return a;
+}
+
+// d loss / d every parameter of a small CausalLM on random tokens [B, seq]; `attn`: softmax
+// attention layers (a hybrid model).
 GradcheckReport check_causal_lm(const std::string& what, int64_t layers, bool tied,
-                                Checkpointing checkpointing, int64_t seq, uint64_t seed) {
+                                Checkpointing checkpointing, int64_t seq, uint64_t seed,
+                                const std::vector<AttentionConfig>& attn = {}) {
   Generator g(seed);
   ModelConfig c = tiny_config();
   c.num_hidden_layers = layers;
   c.tie_word_embeddings = tied;
+  c.attn = attn;
   CausalLM m(c, fp64_ctx(&g));
   m.compute_dtype = DType::float64;
   m.checkpointing = checkpointing;
@@ -197,6 +228,21 @@ const std::map<std::string, LayerCheck>& registry() {
          c.output_gate_activation = GateActivation::sigmoid;
          return check_gdn_layer("layer gated_deltanet (sigmoid output gate)", c, s);
        }},
+      {"attention",
+       [](uint64_t s) {
+         return check_attention_layer("layer attention", attention_config(2, 0, 0, false), s);
+       }},
+      {"attention_window_gqa_bias",
+       [](uint64_t s) {
+         return check_attention_layer("layer attention (window 3, GQA 4/2, qkv_bias)",
+                                      attention_config(4, 2, 3, true), s);
+       }},
+      {"attention_packed",
+       [](uint64_t s) {
+         // Sequences of 3, 1 and 7 tokens; the window of 4 cuts only the last.
+         return check_attention_layer("layer attention (packed cu_seqlens, window 4, MQA)",
+                                      attention_config(2, 1, 4, false), s, {0, 3, 4, 11});
+       }},
       {"block",
        [](uint64_t s) {
          Generator g(s);
@@ -220,6 +266,20 @@ const std::map<std::string, LayerCheck>& registry() {
        [](uint64_t s) {
          return check_causal_lm("layer causal_lm (checkpoint kernel)", 1, false,
                                 Checkpointing::kernel, 9, s);
+       }},
+      {"causal_lm_hybrid",
+       [](uint64_t s) {
+         AttentionConfig a = attention_config(2, 1, 0, true);
+         a.layers = {1};
+         return check_causal_lm("layer causal_lm (hybrid: layer 1 attention)", 3, false,
+                                Checkpointing::none, 7, s, {a});
+       }},
+      {"causal_lm_hybrid_checkpoint_kernel",
+       [](uint64_t s) {
+         AttentionConfig a = attention_config(2, 0, 3, false);
+         a.layers = {0};
+         return check_causal_lm("layer causal_lm (hybrid, checkpoint kernel)", 2, false,
+                                Checkpointing::kernel, 7, s, {a});
        }},
       {"causal_lm_tied",
        [](uint64_t s) {

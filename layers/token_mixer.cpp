@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "layers/attention.h"
 #include "layers/gated_deltanet.h"
 
 namespace gdn::nn {
@@ -14,6 +15,11 @@ const std::vector<TokenMixerType>& token_mixer_types() {
        &gated_deltanet_num_parameters,
        &gated_deltanet_train_flops_per_token,
        {"gated_delta_rule", "ssd"}},
+      {"attention",
+       &make_attention,
+       &attention_num_parameters,
+       &attention_train_flops_per_token,
+       {"attention"}},
   };
   return table;
 }

@@ -1,0 +1,128 @@
+// attention(): shape and dtype checks, the output and the saved lse (tagged activation by
+// autograd when saved), workspaces (tagged workspace, freed after each call), then the CPU
+// kernel. On meta only the allocations happen.
+#include "src/ops/attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cpu/attention.h"
+#include "src/autograd/function.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/ops.h"
+
+namespace gdn::ops {
+
+namespace {
+
+DType acc_dtype(DType d) {
+  return d == DType::float64 ? DType::float64 : DType::float32;
+}
+
+Tensor workspace(int64_t elems, DType dtype, Device device) {
+  MemoryCategoryScope cat(MemCategory::workspace);
+  return empty({elems}, dtype, device);
+}
+
+attn::Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const AttentionOptions& opt) {
+  auto shapes = [&] {
+    return str_cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+                   shape_str(v.shape()));
+  };
+  GDN_CHECK(q.dim() == 4 && k.dim() == 4 && k.shape() == v.shape(),
+            "attention expects q [B, T, H, D], k and v [B, T, HKV, D]; got ", shapes());
+  GDN_CHECK(k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3),
+            "attention: q and k/v differ in batch, time or head dim: ", shapes());
+  detail::check_same_dtype("attention", q, k);
+  detail::check_same_dtype("attention", q, v);
+  attn::Problem p;
+  p.B = q.size(0);
+  p.T = q.size(1);
+  p.H = q.size(2);
+  p.HKV = k.size(2);
+  p.D = q.size(3);
+  p.window = opt.window;
+  p.scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(double(p.D));
+  p.cu_seqlens = opt.cu_seqlens;
+  try {
+    attn::validate(p);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("attention: ", e.what(), " (", shapes(), ")");
+  }
+  return p;
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return t.data<T>();
+}
+
+class AttentionFn final : public autograd::Function {
+ public:
+  explicit AttentionFn(attn::Problem p) : p_(std::move(p)) {}
+  const char* name() const override { return "attention"; }
+
+  // inputs: q, k, v (contiguous)
+  std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) override {
+    const Tensor &q = in[0], &k = in[1], &v = in[2];
+    const Device dev = q.device();
+    const DType ad = acc_dtype(q.dtype());
+    Tensor o = empty(q.shape(), q.dtype(), dev);
+    Tensor lse = empty({p_.B, p_.H, p_.T}, ad, dev);
+    {
+      Tensor ws = workspace(attn::forward_workspace_elems(p_), ad, dev);
+      if (dev.is_cpu()) {
+        dispatch_dtype<KernelTypes>(q.dtype(), "attention", [&](auto tag) {
+          using scalar_t = typename decltype(tag)::type;
+          using A = acc_t<scalar_t>;
+          attn::forward_cpu<scalar_t>(p_, ptr<scalar_t>(q), ptr<scalar_t>(k), ptr<scalar_t>(v),
+                                      ptr<scalar_t>(o), ptr<A>(lse), ptr<A>(ws));
+        });
+      }
+    }
+    ctx.save_for_backward({q, k, v, o, lse});
+    return {o};
+  }
+
+  std::vector<Tensor> backward(autograd::FunctionCtx& ctx,
+                               const std::vector<Tensor>& grads) override {
+    const auto& s = ctx.saved();
+    const Tensor &q = s[0], &k = s[1], &v = s[2], &o = s[3], &lse = s[4];
+    const Device dev = q.device();
+    const DType dt = q.dtype(), ad = acc_dtype(dt);
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    Tensor d_o = contiguous(cast(grads[0], dt));
+    Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
+    Tensor dv = empty(v.shape(), dt, dev);
+    {
+      Tensor ws = workspace(attn::backward_workspace_elems(p_), ad, dev);
+      if (dev.is_cpu()) {
+        dispatch_dtype<KernelTypes>(dt, "attention", [&](auto tag) {
+          using scalar_t = typename decltype(tag)::type;
+          using A = acc_t<scalar_t>;
+          attn::backward_cpu<scalar_t>(p_, ptr<scalar_t>(q), ptr<scalar_t>(k), ptr<scalar_t>(v),
+                                       ptr<scalar_t>(o), ptr<A>(lse), ptr<scalar_t>(d_o),
+                                       ptr<scalar_t>(dq), ptr<scalar_t>(dk), ptr<scalar_t>(dv),
+                                       ptr<A>(ws));
+        });
+      }
+    }
+    return {dq, dk, dv};
+  }
+
+ private:
+  attn::Problem p_;
+};
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
+  const Device dev = detail::common_device("attention", {q, k, v});
+  GDN_CHECK(!dev.is_cuda(), "attention: CUDA kernel not available yet (CPU and meta only)");
+  attn::Problem p = problem_of(q, k, v, opt);
+  auto fn = std::make_shared<AttentionFn>(std::move(p));
+  return autograd::apply(fn, {contiguous(q), contiguous(k), contiguous(v)})[0];
+}
+
+}  // namespace gdn::ops

@@ -1,0 +1,29 @@
+// Causal softmax attention as a differentiable op over the CPU flash-attention kernel
+// (kernels/cpu/attention.h). Layout is flash-attention's / fla's: q [B, T, H, D],
+// k, v [B, T, HKV, D] (H a multiple of HKV: grouped-query attention) -> o [B, T, H, D]:
+//   o_t = sum_s softmax_s(scale q_t . k_s) v_s over keys first(t) <= s <= t,
+// first(t) = sequence start (window 0) or max(start, t - window + 1).
+// The autograd op is named "attention"; it saves q, k, v, o and the row log-sum-exp lse
+// [B, H, T] (the kernel residual of the memory profile, layers/token_mixer.cpp).
+// CPU and meta (shapes only); a CUDA tensor is refused (the CUDA kernel is a separate task).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "src/core/tensor.h"
+
+namespace gdn::ops {
+
+struct AttentionOptions {
+  int64_t window = 0;           // 0: full causal; w: a query sees itself and w - 1 keys before
+  std::optional<double> scale;  // default D^-1/2
+  // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1): no
+  // query sees another sequence's keys. Empty: B rows of T tokens.
+  std::vector<int64_t> cu_seqlens;
+};
+
+// fp32, fp64 or bf16 inputs of one dtype; the output has their dtype.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const AttentionOptions& opt = {});
+
+}  // namespace gdn::ops
