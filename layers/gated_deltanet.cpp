@@ -94,9 +94,9 @@ Tensor GatedDeltaNet::run(const Tensor& x, const CuSeqlens& cu, GatedDeltaNetSta
   } else {
     q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
   }
-  q = ops::l2_norm(ops::view(q, {B, T, H, K}), 1e-6);
-  k = ops::l2_norm(ops::view(k, {B, T, H, K}), 1e-6);
-  v = ops::view(v, {B, T, HV, V});
+  q = ops::l2_norm(ops::reshape(q, {B, T, H, K}), 1e-6);
+  k = ops::l2_norm(ops::reshape(k, {B, T, H, K}), 1e-6);
+  v = ops::reshape(v, {B, T, HV, V});
   Tensor beta = ops::sigmoid(b_proj->forward(x));
   if (allow_neg_eigval_) beta = ops::mul(beta, 2.0);
   // g = -exp(A_log) softplus(a + dt_bias), in fp32 (the decay is sensitive to rounding).
