@@ -173,6 +173,7 @@ std::string show(double v) {
 std::string attention_layout(const ModelConfig& c) {
   std::map<std::string, std::vector<int64_t>> layers_of;
   for (const AttentionConfig& a : c.attn) {
+    if (a.layers.empty()) continue;  // fla accepts an entry of no layers: it changes nothing
     const std::string settings = str_cat(
         "num_heads=", a.num_heads, ", num_kv_heads=", a.kv_heads(),
         ", qkv_bias=", a.qkv_bias ? "true" : "false",

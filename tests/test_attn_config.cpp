@@ -210,6 +210,9 @@ TEST(AttnYaml, SetTakesAMappingOrAList) {
   const std::string e = parse_error("  attn: {layers: [1], num_heads: 2}\n", {set});
   EXPECT_EQ(e.rfind("'" + set + "' (from --set): model.attn[1].layers: ", 0), 0u) << e;
   EXPECT_TRUE(contains(e, "layer 3 is already assigned by model.attn[0]")) << e;
+  const std::string inner =
+      parse_error("  attn: {layers: [1], num_heads: 2}\n", {"model.attn.num_heads=4"});
+  EXPECT_TRUE(contains(inner, "'model.attn' takes its whole value")) << inner;
 }
 
 TEST(AttnYaml, ResolvedConfigRoundTrips) {
@@ -416,6 +419,9 @@ TEST(AttnDifferences, ComparesWhichLayerGetsWhichAttention) {
     EXPECT_EQ(d[0].rfind("attn (layers [1, 3]: num_heads=4, num_kv_heads=4", 0), 0u) << d[0];
   }
   EXPECT_EQ(nn::model_differences(model(""), base)[0].rfind("attn (none vs layers [1, 3]", 0), 0u);
+  // An entry of no layers (fla accepts it) changes nothing.
+  EXPECT_TRUE(
+      nn::model_differences(model(""), model("  attn: {layers: [], num_heads: 4}\n")).empty());
 }
 
 // ---- the hybrid configs

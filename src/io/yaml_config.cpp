@@ -232,6 +232,13 @@ void ConfigBinder::check_set_key(const std::string& assignment) const {
             "': expected section.key=value (e.g. --set train.steps=100)");
   const std::string path = assignment.substr(0, eq);
   if (has(path)) return;
+  // A key inside a value bound whole (model.attn.num_heads): the value is set as one.
+  for (size_t dot = path.rfind('.'); dot != std::string::npos && dot > 0;
+       dot = path.rfind('.', dot - 1)) {
+    const std::string whole = path.substr(0, dot);
+    GDN_CHECK(!has(whole), "--set ", assignment, ": '", whole, "' takes its whole value, not ",
+              "key by key (--set '", whole, "=...', in YAML's flow style for a mapping or list)");
+  }
   const std::string best = suggest(path);
   GDN_FAIL("--set ", assignment, ": unknown key '", path, "'",
            best.empty() ? std::string() : " (did you mean '" + best + "'?)");
@@ -302,7 +309,8 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   }
   nlohmann::json map = nlohmann::json::object();
   for (auto it = node.begin(); it != node.end(); ++it)
-    map[it->first.as<std::string>()] = yaml_to_json(it->second);
+    map[it->first.IsScalar() ? it->first.Scalar() : YAML::Dump(it->first)] =
+        yaml_to_json(it->second);
   return map;
 }
 
