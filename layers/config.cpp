@@ -7,7 +7,11 @@
 //     expand_v, conv_size, use_short_conv, use_gate, allow_neg_eigval, hidden_ratio (null = 4),
 //     intermediate_size (null = 256-rounded 2/3 hidden_ratio hidden_size), hidden_act (swish;
 //     silu, the same function, is accepted too), norm_eps, vocab_size, tie_word_embeddings,
-//     output_gate_activation (swish | silu | sigmoid: the gate of o_norm, fla's FusedRMSNormGated)
+//     output_gate_activation (swish | silu | sigmoid: the gate of o_norm, fla's FusedRMSNormGated),
+//     attn (null, a dict or a list of dicts: the layers that are softmax attention, with their
+//     num_heads, num_kv_heads, qkv_bias, window_size, rope_theta; read and checked as fla's
+//     parse_attention_config does, in layers/attention_config.cpp; a key fla does not know is
+//     refused, naming it)
 //   kept, no effect on the math:
 //     attn_mode (chunk | fused_recurrent: fla's kernel choice), max_position_embeddings (read
 //     only by attention layers), bos_token_id, eos_token_id (the tokenizer's; null = none; a list
@@ -15,7 +19,6 @@
 //     fuse_cross_entropy, fuse_linear_cross_entropy (fused kernels of the same math; both
 //     cross-entropy flags true is refused, as fla refuses it)
 //   refused unless at fla's default, naming the field:
-//     attn (null; a hybrid model: "hybrid attention layers are not supported yet"),
 //     attnres_block_size (null; attention residuals add parameters and reroute the residuals),
 //     use_l2warp (false; L2Wrap adds a max-logit penalty to the gradient),
 //     pad_token_id (null; the embedding's padding_idx row gets no gradient in fla)
@@ -24,8 +27,10 @@
 //   (the weights would not be plain floats). Keys nobody knows are ignored, as fla ignores them.
 #include "layers/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "layers/token_mixer.h"
 #include "src/core/error.h"
@@ -64,6 +69,8 @@ void ModelConfig::validate() const {
   GDN_CHECK(EnumTable<gdr::Impl>(kModelKernels).parse(gdr::impl_name(kernel)), "model.kernel: '",
             gdr::impl_name(kernel), "' is not a Gated DeltaNet kernel (expected ",
             EnumTable<gdr::Impl>(kModelKernels).choices(), ")");
+  check_attention(*this, "model.attn",
+                  [](const std::string& path, const AttentionSpot&) { return path; });
 }
 
 int64_t ModelConfig::num_parameters() const {
@@ -108,7 +115,7 @@ nlohmann::json ModelConfig::to_hf_json() const {
       {"fuse_linear_cross_entropy", false},
       {"use_l2warp", false},
       {"use_cache", true},
-      {"attn", nullptr},
+      {"attn", attention_json(*this)},
       {"attnres_block_size", nullptr},
       {"output_gate_activation", enum_name(output_gate_activation)},
       {"torch_dtype", "float32"},
@@ -125,10 +132,6 @@ namespace {
 // Refuses, naming the field, what fla would compute and gdn would not (the table at the top).
 void refuse_unsupported_fields(const nlohmann::json& j) {
   auto is_set = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
-  GDN_CHECK(!is_set("attn"), "config.json: field 'attn' is ",
-            j.value("attn", nlohmann::json()).dump(),
-            ": hybrid attention layers are not supported yet (gdn builds Gated DeltaNet layers ",
-            "only; 'attn' must be null)");
   GDN_CHECK(!is_set("attnres_block_size"), "config.json: field 'attnres_block_size' is ",
             j.value("attnres_block_size", nlohmann::json()).dump(),
             ": attention residuals (fla's AttnRes) are not supported (must be null)");
@@ -162,6 +165,36 @@ std::string show(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+// Which layers are attention, with which settings (defaults resolved): "none", or groups
+// "layers [3, 7]: num_heads=4, ..." in the order of their first layer. How the layers were
+// split into entries, and in which order, does not change the model.
+std::string attention_layout(const ModelConfig& c) {
+  std::map<std::string, std::vector<int64_t>> layers_of;
+  for (const AttentionConfig& a : c.attn) {
+    if (a.layers.empty()) continue;  // fla accepts an entry of no layers: it changes nothing
+    const std::string settings = str_cat(
+        "num_heads=", a.num_heads, ", num_kv_heads=", a.kv_heads(),
+        ", qkv_bias=", a.qkv_bias ? "true" : "false",
+        ", window_size=", a.window_size > 0 ? std::to_string(a.window_size) : std::string("null"),
+        ", rope_theta=", show(a.rope_theta));
+    auto& layers = layers_of[settings];
+    layers.insert(layers.end(), a.layers.begin(), a.layers.end());
+  }
+  std::vector<std::pair<std::vector<int64_t>, std::string>> groups;
+  for (auto& [settings, layers] : layers_of) {
+    std::sort(layers.begin(), layers.end());
+    groups.emplace_back(layers, settings);
+  }
+  std::sort(groups.begin(), groups.end());
+  std::string out;
+  for (const auto& [layers, settings] : groups) {
+    std::string list;
+    for (int64_t l : layers) list += (list.empty() ? "" : ", ") + std::to_string(l);
+    out += str_cat(out.empty() ? "" : "; ", "layers [", list, "]: ", settings);
+  }
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace
@@ -212,6 +245,11 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
     c.output_gate_activation = *parsed;
   }
   refuse_unsupported_fields(j);
+  // After the sizes: attn's checks read num_hidden_layers and hidden_size.
+  read_attention(j.contains("attn") ? j["attn"] : nlohmann::json(), c, "attn",
+                 [](const std::string& path, const AttentionSpot&) {
+                   return "config.json: field '" + path + "'";
+                 });
   if (j.contains("gdn")) {
     const auto& g = j["gdn"];
     auto get_enum = [&](const char* key, auto table, auto& field) {
@@ -262,6 +300,7 @@ std::vector<std::string> model_differences(const ModelConfig& a, const ModelConf
   differ("norm_eps", show(a.norm_eps), show(b.norm_eps));
   differ("vocab_size", num(a.vocab_size), num(b.vocab_size));
   differ("tie_word_embeddings", flag(a.tie_word_embeddings), flag(b.tie_word_embeddings));
+  differ("attn", attention_layout(a), attention_layout(b));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // layers/config.cpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -117,10 +118,45 @@ struct ModelConfig {
   static ModelConfig from_hf_json(const nlohmann::json& j);
 };
 
+// ---- fla's `attn`, read and checked once for every reader (YAML, config.json, validate)
+
+// A place in `attn`, for errors: the entry (-1: attn as a whole; the dict form is entry 0), the
+// key in it ("": the entry itself) and the element of that key's list (-1: the whole value).
+struct AttentionSpot {
+  int64_t entry = -1;
+  std::string key;
+  int64_t element = -1;
+};
+// How a reader names a spot in errors: given the spot's key path ("model.attn[1].layers") and the
+// spot, the start of the message ("hybrid.yaml:12: model.attn[1].layers", "config.json: field
+// 'attn[1].layers'").
+using AttentionSpotName =
+    std::function<std::string(const std::string& path, const AttentionSpot& spot)>;
+// The key path of a spot: `root` ("model.attn", "attn"), "[i]" in the list form, ".key".
+std::string attention_path(const std::string& root, bool is_list, const AttentionSpot& spot);
+
+// Sets c.attn and c.attn_is_list from fla's JSON form of `attn` (null, an object or a list of
+// objects) as fla's parse_attention_config reads it: `layers` and `num_heads` required, the types
+// fla accepts, defaults filled; a key fla does not know is refused (fla keeps it, gdn would not
+// compute it). Then check_attention. c's num_hidden_layers and hidden_size must be set.
+void read_attention(const nlohmann::json& attn, ModelConfig& c, const std::string& root,
+                    const AttentionSpotName& name);
+// fla's rules on the values of c.attn (layers in [0, num_hidden_layers), none twice in an entry
+// or in two entries; positive heads; window_size null or positive; rope_theta positive and
+// finite) and fla's Attention's shapes (hidden_size divisible by num_heads, num_heads by
+// num_kv_heads). Throws gdn::Error starting with name(path, spot).
+void check_attention(const ModelConfig& c, const std::string& root, const AttentionSpotName& name);
+// c.attn as fla's GatedDeltaNetConfig holds it after parsing: null, the single entry as a dict
+// (as it was given) or a list, every default filled (num_kv_heads, qkv_bias, window_size null,
+// rope_theta a float).
+nlohmann::json attention_json(const ModelConfig& c);
+
 // The fields of `a` and `b` that give different models (shapes or math), each as
 // "name (value in a vs value in b)"; empty when they describe the same model. Fields without
 // effect on the math (initializer_range, bos/eos ids, fuse_* flags, the kernel choice) are not
-// compared; derived sizes are compared resolved (num_v_heads null = num_heads).
+// compared; derived sizes are compared resolved (num_v_heads null = num_heads); `attn` is
+// compared as which layer gets which attention settings (defaults resolved, entry order and
+// grouping aside).
 std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b);
 
 }  // namespace gdn::nn

@@ -489,8 +489,8 @@ TEST(FlaConfig, FieldsWithMathEffectAreRefusedByName) {
     EXPECT_NE(e.find(std::string("'") + key + "'"), std::string::npos) << key << ": " << e;
     EXPECT_NE(e.find(needle), std::string::npos) << key << ": " << e;
   };
-  refused("attn", {{"layers", {0}}, {"num_heads", 2}},
-          "hybrid attention layers are not supported yet");
+  // attn is read as fla reads it (tests/test_attn_config.cpp); what fla refuses, gdn refuses.
+  refused("attn", "yes", "must be null, a mapping or a list of mappings");
   refused("attnres_block_size", 2, "not supported");
   refused("use_l2warp", true, "must be false");
   refused("pad_token_id", 0, "no gradient");

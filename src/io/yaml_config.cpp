@@ -142,6 +142,12 @@ void ConfigBinder::bind_nullable(const std::string& path, int64_t* p) {
                    [p] { return *p ? YAML::Node(*p) : YAML::Node(YAML::NodeType::Null); }};
 }
 
+void ConfigBinder::bind_node(const std::string& path,
+                             std::function<void(const YAML::Node&, const std::string&)> set,
+                             std::function<YAML::Node()> get) {
+  fields_[path] = {std::move(set), std::move(get)};
+}
+
 void ConfigBinder::bind_choice(const std::string& path, const std::string& choices,
                                std::function<bool(const std::string&)> set,
                                std::function<std::string()> get) {
@@ -226,6 +232,13 @@ void ConfigBinder::check_set_key(const std::string& assignment) const {
             "': expected section.key=value (e.g. --set train.steps=100)");
   const std::string path = assignment.substr(0, eq);
   if (has(path)) return;
+  // A key inside a value bound whole (model.attn.num_heads): the value is set as one.
+  for (size_t dot = path.rfind('.'); dot != std::string::npos && dot > 0;
+       dot = path.rfind('.', dot - 1)) {
+    const std::string whole = path.substr(0, dot);
+    GDN_CHECK(!has(whole), "--set ", assignment, ": '", whole, "' takes its whole value, not ",
+              "key by key (--set '", whole, "=...', in YAML's flow style for a mapping or list)");
+  }
   const std::string best = suggest(path);
   GDN_FAIL("--set ", assignment, ": unknown key '", path, "'",
            best.empty() ? std::string() : " (did you mean '" + best + "'?)");
@@ -265,6 +278,58 @@ YAML::Node load_yaml_file(const std::string& path) {
   }
 }
 
+namespace {
+
+bool is_yaml_null(const std::string& s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+nlohmann::json scalar_to_json(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted: a string whatever it spells
+  if (is_yaml_null(s)) return nullptr;
+  int64_t i = 0;
+  if (YAML::convert<int64_t>::decode(n, i)) return i;
+  double d = 0;
+  if (YAML::convert<double>::decode(n, d)) return d;
+  bool b = false;
+  if (YAML::convert<bool>::decode(n, b)) return b;
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  if (!node || node.IsNull()) return nullptr;
+  if (node.IsScalar()) return scalar_to_json(node);
+  if (node.IsSequence()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : node) list.push_back(yaml_to_json(e));
+    return list;
+  }
+  nlohmann::json map = nlohmann::json::object();
+  for (auto it = node.begin(); it != node.end(); ++it)
+    map[it->first.IsScalar() ? it->first.Scalar() : YAML::Dump(it->first)] =
+        yaml_to_json(it->second);
+  return map;
+}
+
+YAML::Node json_to_yaml(const nlohmann::json& value) {
+  if (value.is_null()) return YAML::Node(YAML::NodeType::Null);
+  if (value.is_boolean()) return YAML::Node(value.get<bool>());
+  if (value.is_number_integer()) return YAML::Node(value.get<int64_t>());
+  if (value.is_number()) return YAML::Node(value.get<double>());
+  if (value.is_string()) return YAML::Node(value.get<std::string>());
+  if (value.is_array()) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& e : value) list.push_back(json_to_yaml(e));
+    return list;
+  }
+  YAML::Node map(YAML::NodeType::Map);
+  for (const auto& [key, v] : value.items()) map[key] = json_to_yaml(v);
+  return map;
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   GDN_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment,
@@ -286,8 +351,17 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       for (const auto& e : n) seq.push_back(fresh(e));
       return seq;
     }
+    if (n.IsMap()) {
+      YAML::Node map(YAML::NodeType::Map);
+      for (auto it = n.begin(); it != n.end(); ++it) map[fresh(it->first)] = fresh(it->second);
+      return map;
+    }
     if (n.IsNull()) return YAML::Node(YAML::NodeType::Null);
-    if (n.IsScalar()) return YAML::Node(n.Scalar());
+    if (n.IsScalar()) {
+      YAML::Node scalar(n.Scalar());
+      scalar.SetTag(n.Tag());  // a quoted value stays a string (yaml_to_json)
+      return scalar;
+    }
     return n;
   };
   node[leaf_of(path)] = fresh(parsed);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/enum_table.h"
 
@@ -41,6 +42,12 @@ class ConfigBinder {
         },
         [p, table] { return std::string(table.name(*p)); });
   }
+
+  // A value of any shape (a mapping, a list), handed as its node to `set` with where it is
+  // ("file:line", or the --set); `get` gives the resolved value for dump().
+  void bind_node(const std::string& path,
+                 std::function<void(const YAML::Node&, const std::string& where)> set,
+                 std::function<YAML::Node()> get);
 
   // Paths whose value came from `--set`, with the assignment ("train.steps" -> "train.steps=abc"):
   // errors in them name the --set instead of the file.
@@ -77,6 +84,11 @@ YAML::Node load_yaml_file(const std::string& path);
 // Whether the document gives any value at all (false for an empty or comment-only file, or one
 // with only empty sections).
 bool sets_any_value(const YAML::Node& root);
+// A YAML value as JSON: plain scalars resolve as YAML's core schema (null, true/false, integers,
+// floats, .inf and .nan) with yaml-cpp's spellings; quoted scalars stay strings.
+nlohmann::json yaml_to_json(const YAML::Node& node);
+// A JSON value as YAML (null becomes `~`).
+YAML::Node json_to_yaml(const nlohmann::json& value);
 // Applies "a.b.c=value" to the document (value parsed as YAML: numbers, booleans, lists).
 void apply_override(YAML::Node& root, const std::string& assignment);
 

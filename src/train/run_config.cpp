@@ -19,7 +19,46 @@ const char* const kMinimalConfig =
 
 namespace {
 
-void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
+// model.attn is read once every other key is bound: its checks need num_hidden_layers and
+// hidden_size, which may come after it in the file or from --set.
+struct AttnSource {
+  YAML::Node node;
+  bool given = false;
+};
+
+// Where a spot of model.attn is in the YAML: the list element, else the key, else the entry
+// (also for a missing key), else attn itself.
+YAML::Mark mark_of(const YAML::Node& attn, const nn::AttentionSpot& spot) {
+  if (spot.entry < 0) return attn.Mark();
+  const YAML::Node entry = attn.IsSequence() ? attn[size_t(spot.entry)] : attn;
+  if (spot.key.empty() || !entry.IsMap()) return entry.Mark();
+  for (auto it = entry.begin(); it != entry.end(); ++it) {
+    if (!it->first.IsScalar() || it->first.Scalar() != spot.key) continue;
+    const YAML::Node value = it->second;  // a copy: the iterator yields a temporary
+    if (spot.element >= 0 && value.IsSequence() && size_t(spot.element) < value.size())
+      return value[size_t(spot.element)].Mark();
+    return it->first.Mark();
+  }
+  return entry.Mark();
+}
+
+// Reads model.attn as config.json's attn is read (nn::read_attention), errors naming the line of
+// the offending key or element, or the --set that gave it.
+void read_yaml_attention(const AttnSource& attn, nn::ModelConfig& c, const std::string& source,
+                         const io::ConfigBinder::Origins& from_set) {
+  if (!attn.given) return;
+  const auto set = from_set.find("model.attn");
+  auto name = [&](const std::string& path, const nn::AttentionSpot& spot) {
+    if (set != from_set.end()) return "'" + set->second + "' (from --set): " + path;
+    const YAML::Mark m = mark_of(attn.node, spot);
+    const std::string where =
+        m.line < 0 ? source + " (from --set)" : source + ":" + std::to_string(m.line + 1);
+    return where + ": " + path;
+  };
+  nn::read_attention(io::yaml_to_json(attn.node), c, "model.attn", name);
+}
+
+void bind_model(io::ConfigBinder& b, nn::ModelConfig& c, AttnSource* attn) {
   b.bind("model.hidden_size", &c.hidden_size);
   b.bind("model.num_hidden_layers", &c.num_hidden_layers);
   b.bind("model.num_heads", &c.num_heads);
@@ -45,13 +84,21 @@ void bind_model(io::ConfigBinder& b, nn::ModelConfig& c) {
   b.bind("model.fuse_norm", &c.fuse_norm);
   b.bind("model.fuse_swiglu", &c.fuse_swiglu);
   b.bind("model.fuse_cross_entropy", &c.fuse_cross_entropy);
+  b.bind_node(
+      "model.attn",
+      [attn](const YAML::Node& n, const std::string&) {
+        if (!attn) return;
+        attn->node.reset(n);  // rebind (operator= would assign into the node)
+        attn->given = true;
+      },
+      [&c] { return io::json_to_yaml(nn::attention_json(c)); });
   b.bind_enum("model.kernel", &c.kernel, EnumTable<gdr::Impl>(nn::kModelKernels));
   b.bind("model.chunk_size", &c.chunk_size);
   b.bind_enum("model.residual", &c.residual);
 }
 
-void bind_all(io::ConfigBinder& b, RunConfig& c) {
-  bind_model(b, c.model);
+void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
+  bind_model(b, c.model, attn);
   DataConfig& d = c.data;
   b.bind_enum("data.task", &d.task);
   b.bind("data.dir", &d.dir);
@@ -110,7 +157,8 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
   RunConfig c;
   c.source = source;
   io::ConfigBinder b;
-  bind_all(b, c);
+  AttnSource attn;
+  bind_all(b, c, &attn);
   io::ConfigBinder::Origins from_set;
   for (const auto& o : overrides) {
     b.check_set_key(o);
@@ -118,6 +166,7 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
     from_set[o.substr(0, o.find('='))] = o;
   }
   b.apply(root, source, from_set);
+  read_yaml_attention(attn, c.model, source, from_set);
   c.validate();
   return c;
 }
