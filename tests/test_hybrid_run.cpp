@@ -24,63 +24,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Hidden 32, 3 layers of 2 heads of 16, byte vocab; layer 1 is attention (2 query heads sharing
-// one kv head, a window of 8). The tiny text run's data and schedule.
+// The tiny text run with 3 layers of hidden 32 (2 heads of 16), layer 1 softmax attention (2
+// query heads sharing one kv head, a window of 8), set in the run's YAML.
 train::RunConfig hybrid_run(const std::string& root, const std::string& run) {
-  const fs::path corpus = fs::path(root) / "corpus";
-  const std::string yaml = test::model_yaml({32, 3, 2, 16, 256, 16}) + R"(  attn:
+  return test::tiny_text_run(root, run, {}, {32, 3, 2, 16, 256, 16}, R"(  attn:
     layers: [1]
     num_heads: 2
     num_kv_heads: 1
     window_size: 8
-data:
-  seq_len: 24
-  val_fraction: 0.2
-train:
-  steps: 8
-  batch_size: 2
-  grad_accum: 2
-  lr: 3.0e-3
-  warmup_steps: 2
-  eval_every: 4
-  eval_batches: 2
-  save_every: 100
-  log_every: 1
-  device: cpu
-)";
-  return train::parse_run_config(
-      yaml, "hybrid.yaml",
-      {"data.inputs=[" + corpus.string() + "]", "train.out_dir=" + (fs::path(root) / run).string(),
-       "train.seed=3"});
+)");
 }
 
 TEST(HybridRun, TrainsAndResumesBitForBit) {
   const std::string root = test::fresh_dir("gdn_test_hybrid_run");
   test::write_tiny_corpus(fs::path(root) / "corpus");
-  train::TrainerOptions quiet;
-  quiet.quiet = true;
   train::RunConfig a = hybrid_run(root, "a");
   ASSERT_EQ(a.model.token_mixer(1), "attention");
-  {
-    train::Trainer t(a, quiet);
-    EXPECT_NE(dynamic_cast<nn::Attention*>(t.model().model->layers[1]->attn.get()), nullptr);
-    EXPECT_EQ(t.run().step, 8);
-  }
-  train::RunConfig b = hybrid_run(root, "b");
-  b.data.dir = (fs::path(root) / "a" / "data").string();  // same shards
-  {
-    train::TrainerOptions o = quiet;
-    o.stop_after = 3;
-    train::Trainer t(b, o);
-    EXPECT_EQ(t.run().step, 3);
-  }
-  {
-    train::TrainerOptions o = quiet;
-    o.resume = (fs::path(root) / "b").string();
-    train::Trainer t(b, o);
-    EXPECT_EQ(t.state().step, 3);
-    EXPECT_EQ(t.run().step, 8);
-  }
+  Generator g(1);
+  const nn::CausalLM m(a.model, test::init_context(g));
+  EXPECT_NE(dynamic_cast<nn::Attention*>(m.model->layers[1]->attn.get()), nullptr);
+  test::train_whole_and_resumed(a, hybrid_run(root, "b"), 3, 8);
   const auto la = test::loss_curve((fs::path(root) / "a").string());
   EXPECT_EQ(la.size(), 8u + 2u);
   EXPECT_EQ(la, test::loss_curve((fs::path(root) / "b").string()));  // bit for bit

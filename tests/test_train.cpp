@@ -48,28 +48,10 @@ TEST(Train, ResumeEqualsUninterrupted) {
   const std::string root = fresh_dir("resume");
   train::TrainerOptions quiet;
   quiet.quiet = true;
-  // Uninterrupted.
-  train::RunConfig a = test::tiny_text_run(root, "a");
-  {
-    train::Trainer t(a, quiet);
-    EXPECT_EQ(t.run().step, 8);
-  }
-  // Interrupted after 3 steps (saved), then resumed from the run directory.
+  // Uninterrupted; interrupted after 3 steps (saved), then resumed from the run directory.
   train::RunConfig b = test::tiny_text_run(root, "b");
-  b.data.dir = (fs::path(root) / "a" / "data").string();  // same shards
-  {
-    train::TrainerOptions o = quiet;
-    o.stop_after = 3;
-    train::Trainer t(b, o);
-    EXPECT_EQ(t.run().step, 3);
-  }
-  {
-    train::TrainerOptions o = quiet;
-    o.resume = (fs::path(root) / "b").string();
-    train::Trainer t(b, o);
-    EXPECT_EQ(t.state().step, 3);
-    EXPECT_EQ(t.run().step, 8);
-  }
+  b.data.dir = (fs::path(root) / "a" / "data").string();  // a's shards
+  test::train_whole_and_resumed(test::tiny_text_run(root, "a"), b, 3, 8);
   auto la = test::loss_curve((fs::path(root) / "a").string());
   auto lb = test::loss_curve((fs::path(root) / "b").string());
   EXPECT_EQ(la.size(), 8u + 2u);

@@ -1,8 +1,10 @@
 // Small models and training runs shared by the tests: the one place that sets up a model of
 // given sizes (as the `model:` YAML of a run, or as the ModelConfig that YAML parses to), the
 // init context of a seeded model, a text corpus, the tiny text run of the trainer tests and the
-// loss curve a run logged.
+// loss curve a run logged, a run trained whole and in two parts.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "layers/config.h"
 #include "layers/linear.h"
 #include "src/train/run_config.h"
+#include "src/train/trainer.h"
 
 namespace gdn::test {
 
@@ -75,9 +78,11 @@ inline void write_tiny_corpus(const std::filesystem::path& dir) {
 // ROOT/corpus (see write_tiny_corpus), 8 steps of 2 micro-batches of 2 rows of 24 tokens,
 // validation every 4 steps, seed 3, written to ROOT/RUN. `extra` overrides come last.
 inline train::RunConfig tiny_text_run(const std::string& root, const std::string& run,
-                                      const std::vector<std::string>& extra = {}) {
+                                      const std::vector<std::string>& extra = {},
+                                      const TinyModel& model = {32, 2, 2, 16, 256, 16},
+                                      const std::string& model_extra = "") {
   const std::filesystem::path corpus = std::filesystem::path(root) / "corpus";
-  const std::string yaml = model_yaml({32, 2, 2, 16, 256, 16}) + R"(data:
+  const std::string yaml = model_yaml(model) + model_extra + R"(data:
   seq_len: 24
   val_fraction: 0.2
 train:
@@ -97,6 +102,30 @@ train:
                                    "train.seed=3"};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return train::parse_run_config(yaml, "tiny.yaml", sets);
+}
+
+// Trains `whole` uninterrupted, and `parts` (the same run in another directory, reading whole's
+// shards) stopped after `stop` steps and resumed from its run directory: both end at `steps`.
+inline void train_whole_and_resumed(const train::RunConfig& whole, train::RunConfig parts,
+                                    int64_t stop, int64_t steps) {
+  train::TrainerOptions quiet;
+  quiet.quiet = true;
+  {
+    train::Trainer t(whole, quiet);
+    EXPECT_EQ(t.run().step, steps);
+  }
+  parts.data.dir = (std::filesystem::path(whole.train.out_dir) / "data").string();
+  {
+    train::TrainerOptions o = quiet;
+    o.stop_after = stop;
+    train::Trainer t(parts, o);
+    EXPECT_EQ(t.run().step, stop);
+  }
+  train::TrainerOptions o = quiet;
+  o.resume = parts.train.out_dir;
+  train::Trainer t(parts, o);
+  EXPECT_EQ(t.state().step, stop);
+  EXPECT_EQ(t.run().step, steps);
 }
 
 // The losses RUN_DIR/metrics.jsonl holds, in log order: training losses, and validation losses

@@ -9,20 +9,15 @@
 #include "kernels/gdr_registry.h"
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
+#include "src/ops/kernel_scratch.h"
 #include "src/ops/ops.h"
 
 namespace gdn::ops {
 
 namespace {
 
-DType acc_dtype(DType d) {
-  return d == DType::float64 ? DType::float64 : DType::float32;
-}
-
-Tensor workspace(int64_t elems, DType dtype, Device device) {
-  MemoryCategoryScope cat(MemCategory::workspace);
-  return empty({elems}, dtype, device);
-}
+using detail::acc_dtype;
+using detail::workspace;
 
 // Kernels that do not take cu_seqlens run a packed Problem a sequence at a time on one
 // workspace sized for the largest; that size depends on each sequence's own length alone, so a

@@ -13,6 +13,7 @@
 #include "src/autograd/node.h"
 #include "src/core/allocator.h"
 #include "src/ops/dispatch.h"
+#include "src/ops/kernel_scratch.h"
 #include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
 #include <cstdlib>
@@ -23,6 +24,7 @@
 
 namespace gdn::ops {
 
+using detail::acc_dtype;
 using detail::stream_of;
 
 namespace {
@@ -33,10 +35,6 @@ Tensor cuda_scratch(Device dev, int64_t elems, DType dtype) {
   if (!dev.is_cuda()) return Tensor();
   MemoryCategoryScope cat(MemCategory::workspace);
   return empty({std::max<int64_t>(elems, 1)}, dtype, dev);
-}
-
-DType acc_dtype(DType d) {
-  return d == DType::float64 ? DType::float64 : DType::float32;
 }
 
 // Rows view: [N, D] contiguous over the last dim.
