@@ -12,6 +12,7 @@
 #include "layers/config.h"
 #include "layers/token_mixer.h"
 #include "src/train/run_config.h"
+#include "tests/fla_config_json.h"
 #include "tests/test_helpers.h"
 
 namespace gdn {
@@ -298,43 +299,12 @@ TEST(AttnJson, RoundTripsBothForms) {
 }
 
 // A config.json as fla 0.6.0's GatedDeltaNetConfig.save_pretrained writes it for a 4-layer
-// hybrid (the sizes of model_yaml), with `attn` as given.
+// hybrid (hidden 64, 2 heads of 32, expand_v 2, vocab 256), with `attn` as given.
 json fla_config_json(const json& attn) {
-  return {{"architectures", {"GatedDeltaNetForCausalLM"}},
-          {"model_type", "gated_deltanet"},
-          {"attn_mode", "chunk"},
-          {"hidden_size", 64},
-          {"expand_v", 2.0},
-          {"use_gate", true},
-          {"output_gate_activation", "swish"},
-          {"use_short_conv", true},
-          {"conv_size", 4},
-          {"head_dim", 32},
-          {"num_heads", 2},
-          {"num_v_heads", nullptr},
-          {"max_position_embeddings", 2048},
-          {"hidden_ratio", 4},
-          {"intermediate_size", nullptr},
-          {"hidden_act", "swish"},
-          {"num_hidden_layers", 4},
-          {"norm_eps", 1e-6},
-          {"attn", attn},
-          {"use_cache", true},
-          {"pad_token_id", nullptr},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"tie_word_embeddings", false},
-          {"initializer_range", 0.02},
-          {"fuse_norm", true},
-          {"fuse_swiglu", true},
-          {"fuse_cross_entropy", true},
-          {"fuse_linear_cross_entropy", false},
-          {"use_l2warp", false},
-          {"vocab_size", 256},
-          {"allow_neg_eigval", false},
-          {"attnres_block_size", nullptr},
-          {"dtype", "bfloat16"},
-          {"transformers_version", "5.25.0"}};
+  nn::ModelConfig c;
+  c.hidden_size = 64, c.num_hidden_layers = 4, c.num_heads = 2, c.head_dim = 32;
+  c.expand_v = 2.0, c.vocab_size = 256, c.tie_word_embeddings = false;
+  return test::fla_config_json(c, attn);
 }
 
 TEST(AttnJson, FlasConfigWithAttnLoads) {

@@ -25,6 +25,7 @@
 #include "src/train/model_io.h"
 #include "src/train/sampling.h"
 #include "src/train/trainer.h"
+#include "tests/fla_config_json.h"
 #include "tests/test_helpers.h"
 #include "tests/test_util.h"
 #include "tests/tiny_runs.h"
@@ -382,48 +383,6 @@ TEST(ModelDir, ForwardModelComesFromConfigJson) {
 // ---- fla's save_pretrained output
 // ----------------------------------------------------------------
 
-// config.json as transformers 5 writes it for fla 0.6.0's GatedDeltaNetConfig (every field, plus
-// Hugging Face's own), for a model of these sizes.
-json fla_config_json(const nn::ModelConfig& c) {
-  return {{"architectures", {"GatedDeltaNetForCausalLM"}},
-          {"model_type", "gated_deltanet"},
-          {"attn_mode", "chunk"},
-          {"hidden_size", c.hidden_size},
-          {"expand_v", c.expand_v},
-          {"use_gate", c.use_gate},
-          {"output_gate_activation", "swish"},
-          {"use_short_conv", c.use_short_conv},
-          {"conv_size", c.conv_size},
-          {"head_dim", c.head_dim},
-          {"num_heads", c.num_heads},
-          {"num_v_heads", nullptr},
-          {"max_position_embeddings", 2048},
-          {"hidden_ratio", 4},
-          {"intermediate_size", nullptr},
-          {"hidden_act", "swish"},
-          {"num_hidden_layers", c.num_hidden_layers},
-          {"norm_eps", c.norm_eps},
-          {"attn", nullptr},
-          {"use_cache", true},
-          {"pad_token_id", nullptr},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"tie_word_embeddings", c.tie_word_embeddings},
-          {"initializer_range", 0.02},
-          {"fuse_norm", true},
-          {"fuse_swiglu", true},
-          {"fuse_cross_entropy", true},
-          {"fuse_linear_cross_entropy", false},
-          {"use_l2warp", false},
-          {"vocab_size", c.vocab_size},
-          {"allow_neg_eigval", c.allow_neg_eigval},
-          {"attnres_block_size", nullptr},
-          {"dtype", "bfloat16"},
-          {"transformers_version", "5.25.0"},
-          {"output_hidden_states", false},
-          {"return_dict", true}};
-}
-
 TEST(ModelDir, LoadsFlaSavePretrainedOutput) {
   for (bool head_named : {false, true}) {
     Generator g(4);
@@ -431,7 +390,7 @@ TEST(ModelDir, LoadsFlaSavePretrainedOutput) {
     c.tie_word_embeddings = true;
     nn::CausalLM m(c, test::init_context(g));
     test::TempDir dir("gdn_test_hf_fla");
-    write_json(dir.path / "config.json", fla_config_json(c));
+    write_json(dir.path / "config.json", test::fla_config_json(c));
     // bf16 weights; a tied matrix stored once, under the embedding's or the head's name.
     io::NamedTensors t;
     for (auto& [name, p] : m.named_parameters())
@@ -480,7 +439,7 @@ TEST(ModelDir, ShardedWeightsLoad) {
 // ------------------------------------------------------
 
 TEST(FlaConfig, FieldsWithMathEffectAreRefusedByName) {
-  const json base = fla_config_json(test::model_config({16, 1, 2, 8, 40}));
+  const json base = test::fla_config_json(test::model_config({16, 1, 2, 8, 40}));
   EXPECT_NO_THROW(nn::ModelConfig::from_hf_json(base));
   auto refused = [&](const char* key, const json& value, const std::string& needle) {
     json j = base;
