@@ -50,6 +50,7 @@ struct BenchArgs {
   std::vector<int64_t> docs;        // --docs: N equal sequences per row, for each N
   std::vector<int64_t> doc_lens;    // --doc-lens: explicit sequence lengths (their sum is T)
   std::vector<int64_t> windows{0};  // --window: attention rows' windows (0: full causal)
+  double peak_gflops = 0;           // --peak-gflops: the peak "% of peak" divides by
 };
 
 // The name that selects the attention rows in --impls.
@@ -331,7 +332,7 @@ void run(BenchArgs a) {
     }
   }
   for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
-  DevicePeak peak = measure_peak(dev);
+  DevicePeak peak = measure_peak(dev, a.peak_gflops);
   std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
   for (const auto& dts : a.dtypes)
     for (int64_t T : a.seqs)
@@ -483,6 +484,9 @@ void add_bench_command(CLI::App& app) {
                   "also pack N equal sequences into each row (cu_seqlens; B = 1, T divisible by "
                   "N), for each N; rows report vs_unpacked")
       ->delimiter(',');
+  cmd->add_option("--peak-gflops", a->peak_gflops,
+                  "the device's peak GFLOP/s for %peak (CPU default: the fp32 GEMM peak, "
+                  "measured and cached per machine)");
   cmd->add_option("--window", a->windows,
                   "attention rows: sliding windows (a query sees itself and w - 1 keys before), "
                   "0 = full causal; a list runs each")

@@ -22,7 +22,9 @@ struct DevicePeak {
   double gflops = 0;  // fp32 GEMM GFLOP/s measured on this device (0 if unknown)
   std::string how;
 };
-DevicePeak measure_peak(Device dev);
+// CPU: the machine's fp32 GEMM peak (src/train/machine_peak.h), re-measured, or `given_gflops`
+// when > 0 (--peak-gflops).
+DevicePeak measure_peak(Device dev, double given_gflops = 0);
 void device_synchronize(Device dev);
 nlohmann::json device_info(Device dev, const DevicePeak& peak);
 

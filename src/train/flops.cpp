@@ -1,11 +1,8 @@
 // FLOP counts.
 #include "src/train/flops.h"
 
-#include <chrono>
-#include <vector>
-
-#include "kernels/cpu/gemm.h"
 #include "layers/token_mixer.h"
+#include "src/train/machine_peak.h"
 
 namespace gdn::train {
 
@@ -19,22 +16,9 @@ double train_flops_per_token(const nn::ModelConfig& c, int64_t seq_len) {
   return layers + head;
 }
 
-double device_peak_flops(const std::string& device, bool bf16, bool tf32) {
-  if (device.rfind("cpu", 0) == 0) {
-    static double cpu_peak = [] {
-      const int64_t n = 512;
-      std::vector<float> a(size_t(n * n), 1.0f), b(size_t(n * n), 0.5f), c(size_t(n * n));
-      double best = 1e30;
-      for (int r = 0; r < 5; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        cpu::gemm<float>(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-        best = std::min(
-            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return 2.0 * double(n) * double(n) * double(n) / best;
-    }();
-    return cpu_peak;
-  }
+double device_peak_flops(const std::string& device, bool bf16, bool tf32, double given_gflops) {
+  if (given_gflops > 0) return given_gflops * 1e9;
+  if (device.rfind("cpu", 0) == 0) return cpu_peak().gflops * 1e9;
   // Dense tensor-core peaks (no sparsity), FLOP/s; fp32 without TF32 is the CUDA-core peak.
   struct Peak {
     const char* name;

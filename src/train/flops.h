@@ -10,9 +10,11 @@ namespace gdn::train {
 
 // Training FLOPs (forward + backward) per token at sequence length T.
 double train_flops_per_token(const nn::ModelConfig& cfg, int64_t seq_len);
-// Peak FLOP/s of a device for MFU: CPU = this machine's measured sgemm; CUDA = a table of dense
-// Dense peaks by device name (0 if unknown): bf16 tensor cores, else fp32 on TF32 tensor cores
-// when tf32, else fp32 on the CUDA cores.
-double device_peak_flops(const std::string& device, bool bf16, bool tf32 = false);
+// Peak FLOP/s of a device for MFU: `given_gflops` when > 0; else CPU = this machine's fp32 GEMM
+// peak (measured once and cached, src/train/machine_peak.h); CUDA = a table of dense peaks by
+// device name (0 if unknown): bf16 tensor cores, else fp32 on TF32 tensor cores when tf32, else
+// fp32 on the CUDA cores.
+double device_peak_flops(const std::string& device, bool bf16, bool tf32 = false,
+                         double given_gflops = 0);
 
 }  // namespace gdn::train

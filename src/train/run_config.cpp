@@ -1,6 +1,7 @@
 // RunConfig binding and validation.
 #include "src/train/run_config.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "src/core/error.h"
@@ -138,6 +139,7 @@ void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
   b.bind_enum("train.on_nonfinite", &t.on_nonfinite);
   b.bind_enum("train.checkpointing", &t.checkpointing);
   b.bind("train.decay_embeddings", &t.decay_embeddings);
+  b.bind("train.peak_gflops", &t.peak_gflops);
   b.bind("train.allow_tf32", &t.allow_tf32);
   DistConfig& s = c.dist;
   b.bind_enum("dist.backend", &s.backend);
@@ -190,6 +192,8 @@ void RunConfig::validate() const {
   GDN_CHECK(train.warmup_steps >= 0 && train.eval_every >= 0 && train.save_every >= 0 &&
                 train.log_every >= 1,
             "train.warmup_steps, eval_every, save_every must be >= 0 and log_every >= 1");
+  GDN_CHECK(train.peak_gflops >= 0 && std::isfinite(train.peak_gflops),
+            "train.peak_gflops must be >= 0 (0: measured), got ", train.peak_gflops);
   GDN_CHECK(dist.bucket_mb >= 0 && dist.timeout_s > 0,
             "dist.bucket_mb must be >= 0 (0: one bucket per parameter) and dist.timeout_s > 0 "
             "(got ",

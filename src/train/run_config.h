@@ -91,6 +91,7 @@ struct TrainConfig {
   nn::Checkpointing checkpointing = nn::Checkpointing::none;  // activation recompute
   bool decay_embeddings = true;
   bool allow_tf32 = false;  // CUDA: fp32 GEMMs on TF32 tensor cores (faster, 10-bit products)
+  double peak_gflops = 0;   // the device peak MFU divides by; 0: measured (CPU, cached) or known
 };
 
 struct DistConfig {

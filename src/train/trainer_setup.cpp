@@ -250,7 +250,7 @@ void Trainer::open_metrics(bool resumed) {
   // For the throughput and MFU of the progress line and the metrics.
   flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
   peak_flops_ = device_peak_flops(device_name(device_), model_->compute_dtype == DType::bfloat16,
-                                  cfg_.train.allow_tf32);
+                                  cfg_.train.allow_tf32, cfg_.train.peak_gflops);
 }
 
 void Trainer::print_banner() const {
