@@ -4,6 +4,7 @@
 // allocations happen (workspaces sized as the CPU's).
 #include "src/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -23,9 +24,11 @@ DType acc_dtype(DType d) {
   return d == DType::float64 ? DType::float64 : DType::float32;
 }
 
+// At least one element: the CUDA forward of unpacked sequences needs none (no zero-byte
+// allocation on the device).
 Tensor workspace(int64_t elems, DType dtype, Device device) {
   MemoryCategoryScope cat(MemCategory::workspace);
-  return empty({elems}, dtype, device);
+  return empty({std::max<int64_t>(elems, 1)}, dtype, device);
 }
 
 attn::Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -3,6 +3,7 @@
 // workspace (cu_seqlens on the device; tagged workspace, freed after the call).
 #include "src/ops/rope.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/cpu/rope.h"
@@ -26,7 +27,9 @@ Tensor rotate(const rope::Problem& p, const Tensor& x, bool inverse) {
 #if defined(GDN_WITH_CUDA)
   if (dev.is_cuda()) {
     MemoryCategoryScope cat(MemCategory::workspace);
-    ws = empty({(rope::cuda_workspace_bytes(p) + 3) / 4}, DType::float32, dev);
+    // At least one element (none unpacked: no zero-byte allocation on the device).
+    ws =
+        empty({std::max<int64_t>((rope::cuda_workspace_bytes(p) + 3) / 4, 1)}, DType::float32, dev);
   }
 #endif
   dispatch_dtype<KernelTypes>(x.dtype(), "rope", [&](auto tag) {
