@@ -158,7 +158,7 @@ TEST(CudaAttention, MatchesTheCpuInFp64) {
 TEST(CudaAttention, PackedSequencesMatchTheCpu) {
   for (DType dt : {DType::float32, DType::bfloat16, DType::float64})
     for (int64_t D : {32, 128, 256})
-      for (int64_t window : {0, 1, 17, 200}) {
+      for (int64_t window : {0, 1, 2, 17, 33, 200}) {
         attn::Problem p = problem(1, 100, 4, 2, D, window);
         p.cu_seqlens = std::vector<int64_t>(kCu);  // (a copy assignment trips GCC 12's -Wnonnull)
         expect_matches_cpu(p, dt);
