@@ -368,11 +368,8 @@ Args<T> args_of(const Problem& p, acc_t<T>* workspace, cudaStream_t stream) {
   a.l = layout_of(plan.bt, p.D);
   a.tiles = TileTable{nullptr, tile_count(p, plan.bt), p.T, tiles_in(p.T, plan.bt), plan.bt};
   if (p.packed()) {
-    // From pageable memory: the runtime copies the source to a staging buffer before returning,
-    // so `spans` may go out of scope right after.
     const std::vector<TileSpan> spans = tile_spans(p, plan.bt);
-    GDN_KCUDA_CHECK(cudaMemcpyAsync(workspace, spans.data(), spans.size() * sizeof(TileSpan),
-                                    cudaMemcpyHostToDevice, stream));
+    gdn::cuda::upload_async(spans.data(), spans.size() * sizeof(TileSpan), workspace, stream);
     a.tiles.spans = reinterpret_cast<const TileSpan*>(workspace);
   }
   return a;

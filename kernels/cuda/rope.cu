@@ -90,10 +90,8 @@ void apply_cuda(const Problem& p, const T* x, T* y, bool inverse, void* workspac
   d.theta = p.theta;
   d.inverse = inverse;
   if (!p.cu_seqlens.empty()) {
-    // From pageable memory: the runtime stages the source before returning.
-    GDN_KCUDA_CHECK(cudaMemcpyAsync(workspace, p.cu_seqlens.data(),
-                                    p.cu_seqlens.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                    s));
+    gdn::cuda::upload_async(p.cu_seqlens.data(), p.cu_seqlens.size() * sizeof(int64_t), workspace,
+                            s);
     d.cu = static_cast<const int64_t*>(workspace);
     d.n_seqs = int64_t(p.cu_seqlens.size()) - 1;
   }
