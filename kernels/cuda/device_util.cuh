@@ -118,4 +118,10 @@ __device__ A block_max(A v, A* shm) {
 
 constexpr int kMaxBlock = 256;  // the largest block the reductions above are used with
 
+// Copies `bytes` from host memory `src` to device memory `dst` in order on `stream` through a
+// pinned staging ring (gdr_seq_table.cu): the host never waits for the stream (as a copy from
+// pageable memory may), and src may be freed on return. For the small tables kernels read from
+// their workspace (packed sequences).
+void upload_async(const void* src, size_t bytes, void* dst, cudaStream_t stream);
+
 }  // namespace gdn::cuda

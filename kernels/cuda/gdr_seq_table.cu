@@ -1,4 +1,5 @@
-// The sequence table of a packed Problem, copied into the kernel's workspace (gdr_seqs.h).
+// The sequence table of a packed Problem, copied into the kernel's workspace (gdr_seqs.h), and the
+// staging copy behind it (gdn::cuda::upload_async, device_util.cuh; attention.cu's tile table too).
 //
 // Why a pinned staging ring: cudaMemcpyAsync from pageable memory may synchronise the host with
 // the stream (the driver stages it), which would stall the host once per launch set, and a copy
@@ -56,15 +57,23 @@ class StagingRing {
 const cuda_seqs::SeqSpan* upload_seq_table(const Problem& p, void* dst, cudaStream_t stream) {
   if (!p.packed()) return nullptr;
   const std::vector<cuda_seqs::SeqSpan> spans = cuda_seqs::seq_spans(p);
-  // One ring per device (events belong to a device); never freed: the CUDA runtime may be gone
-  // during static destruction.
-  static std::mutex mu;
-  static auto* rings = new std::map<int, StagingRing>();
-  int device = 0;
-  GDN_KCUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  (*rings)[device].copy(spans.data(), spans.size() * sizeof(cuda_seqs::SeqSpan), dst, stream);
+  gdn::cuda::upload_async(spans.data(), spans.size() * sizeof(cuda_seqs::SeqSpan), dst, stream);
   return static_cast<const cuda_seqs::SeqSpan*>(dst);
 }
 
 }  // namespace gdn::gdr::cuda_detail
+
+namespace gdn::cuda {
+
+void upload_async(const void* src, size_t bytes, void* dst, cudaStream_t stream) {
+  // One ring per device (events belong to a device); never freed: the CUDA runtime may be gone
+  // during static destruction.
+  static std::mutex mu;
+  static auto* rings = new std::map<int, gdr::cuda_detail::StagingRing>();
+  int device = 0;
+  GDN_KCUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  (*rings)[device].copy(src, bytes, dst, stream);
+}
+
+}  // namespace gdn::cuda

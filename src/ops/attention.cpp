@@ -1,12 +1,17 @@
 // attention(): shape and dtype checks, the output and the saved lse (tagged activation by
-// autograd when saved), workspaces (tagged workspace, freed after each call), then the CPU
-// kernel. On meta only the allocations happen.
+// autograd when saved), workspaces (tagged workspace, freed after each call), then the kernel of
+// the device (kernels/cpu/attention.h, kernels/cuda/attention_cuda.h). On meta only the
+// allocations happen (workspaces sized as the CPU's).
 #include "src/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "kernels/cpu/attention.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/attention_cuda.h"
+#endif
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
@@ -19,9 +24,11 @@ DType acc_dtype(DType d) {
   return d == DType::float64 ? DType::float64 : DType::float32;
 }
 
+// At least one element: the CUDA forward of unpacked sequences needs none (no zero-byte
+// allocation on the device).
 Tensor workspace(int64_t elems, DType dtype, Device device) {
   MemoryCategoryScope cat(MemCategory::workspace);
-  return empty({elems}, dtype, device);
+  return empty({std::max<int64_t>(elems, 1)}, dtype, device);
 }
 
 attn::Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -58,6 +65,19 @@ T* ptr(const Tensor& t) {
   return t.data<T>();
 }
 
+// Acc elements of workspace the device's kernels need (the CPU and CUDA kernels keep different
+// scratch; meta sizes the CPU's).
+int64_t workspace_elems(const attn::Problem& p, Device dev, bool backward) {
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda())
+    return backward ? attn::cuda_backward_workspace_elems(p)
+                    : attn::cuda_forward_workspace_elems(p);
+#else
+  (void)dev;
+#endif
+  return backward ? attn::backward_workspace_elems(p) : attn::forward_workspace_elems(p);
+}
+
 class AttentionFn final : public autograd::Function {
  public:
   explicit AttentionFn(attn::Problem p) : p_(std::move(p)) {}
@@ -71,13 +91,18 @@ class AttentionFn final : public autograd::Function {
     Tensor o = empty(q.shape(), q.dtype(), dev);
     Tensor lse = empty({p_.B, p_.H, p_.T}, ad, dev);
     {
-      Tensor ws = workspace(attn::forward_workspace_elems(p_), ad, dev);
-      if (dev.is_cpu()) {
+      Tensor ws = workspace(workspace_elems(p_, dev, false), ad, dev);
+      if (!dev.is_meta()) {
         dispatch_dtype<KernelTypes>(q.dtype(), "attention", [&](auto tag) {
           using scalar_t = typename decltype(tag)::type;
           using A = acc_t<scalar_t>;
-          attn::forward_cpu<scalar_t>(p_, ptr<scalar_t>(q), ptr<scalar_t>(k), ptr<scalar_t>(v),
-                                      ptr<scalar_t>(o), ptr<A>(lse), ptr<A>(ws));
+          const scalar_t *qp = ptr<scalar_t>(q), *kp = ptr<scalar_t>(k), *vp = ptr<scalar_t>(v);
+          GDN_RUN_ON_DEVICE(
+              dev, "attention",
+              attn::forward_cpu<scalar_t>(p_, qp, kp, vp, ptr<scalar_t>(o), ptr<A>(lse),
+                                          ptr<A>(ws)),
+              attn::forward_cuda<scalar_t>(p_, qp, kp, vp, ptr<scalar_t>(o), ptr<A>(lse),
+                                           ptr<A>(ws), detail::stream_of(dev)));
         });
       }
     }
@@ -96,15 +121,20 @@ class AttentionFn final : public autograd::Function {
     Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
     Tensor dv = empty(v.shape(), dt, dev);
     {
-      Tensor ws = workspace(attn::backward_workspace_elems(p_), ad, dev);
-      if (dev.is_cpu()) {
+      Tensor ws = workspace(workspace_elems(p_, dev, true), ad, dev);
+      if (!dev.is_meta()) {
         dispatch_dtype<KernelTypes>(dt, "attention", [&](auto tag) {
           using scalar_t = typename decltype(tag)::type;
           using A = acc_t<scalar_t>;
-          attn::backward_cpu<scalar_t>(p_, ptr<scalar_t>(q), ptr<scalar_t>(k), ptr<scalar_t>(v),
-                                       ptr<scalar_t>(o), ptr<A>(lse), ptr<scalar_t>(d_o),
-                                       ptr<scalar_t>(dq), ptr<scalar_t>(dk), ptr<scalar_t>(dv),
-                                       ptr<A>(ws));
+          const scalar_t *qp = ptr<scalar_t>(q), *kp = ptr<scalar_t>(k), *vp = ptr<scalar_t>(v);
+          const scalar_t *op = ptr<scalar_t>(o), *dop = ptr<scalar_t>(d_o);
+          GDN_RUN_ON_DEVICE(
+              dev, "attention backward",
+              attn::backward_cpu<scalar_t>(p_, qp, kp, vp, op, ptr<A>(lse), dop, ptr<scalar_t>(dq),
+                                           ptr<scalar_t>(dk), ptr<scalar_t>(dv), ptr<A>(ws)),
+              attn::backward_cuda<scalar_t>(p_, qp, kp, vp, op, ptr<A>(lse), dop, ptr<scalar_t>(dq),
+                                            ptr<scalar_t>(dk), ptr<scalar_t>(dv), ptr<A>(ws),
+                                            detail::stream_of(dev)));
         });
       }
     }
@@ -118,8 +148,7 @@ class AttentionFn final : public autograd::Function {
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
-  const Device dev = detail::common_device("attention", {q, k, v});
-  GDN_CHECK(!dev.is_cuda(), "attention: CUDA kernel not available yet (CPU and meta only)");
+  detail::common_device("attention", {q, k, v});
   attn::Problem p = problem_of(q, k, v, opt);
   auto fn = std::make_shared<AttentionFn>(std::move(p));
   return autograd::apply(fn, {contiguous(q), contiguous(k), contiguous(v)})[0];

@@ -1,11 +1,12 @@
-// Causal softmax attention as a differentiable op over the CPU flash-attention kernel
-// (kernels/cpu/attention.h). Layout is flash-attention's / fla's: q [B, T, H, D],
-// k, v [B, T, HKV, D] (H a multiple of HKV: grouped-query attention) -> o [B, T, H, D]:
+// Causal softmax attention as a differentiable op over the flash-attention kernels
+// (kernels/cpu/attention.h; on CUDA kernels/cuda/attention_cuda.h). Layout is flash-attention's
+// / fla's: q [B, T, H, D], k, v [B, T, HKV, D] (H a multiple of HKV: grouped-query attention)
+// -> o [B, T, H, D]:
 //   o_t = sum_s softmax_s(scale q_t . k_s) v_s over keys first(t) <= s <= t,
 // first(t) = sequence start (window 0) or max(start, t - window + 1).
 // The autograd op is named "attention"; it saves q, k, v, o and the row log-sum-exp lse
 // [B, H, T] (the kernel residual of the memory profile, layers/token_mixer.cpp).
-// CPU and meta (shapes only); a CUDA tensor is refused (the CUDA kernel is a separate task).
+// CPU, CUDA (kernels written and compiled, not yet run on a GPU) and meta (shapes only).
 #pragma once
 #include <optional>
 #include <vector>

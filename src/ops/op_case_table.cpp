@@ -27,12 +27,6 @@ void add_checked(Cases& cases, std::string name, std::vector<InputSpec> inputs, 
   cases.push_back({std::move(name), std::move(inputs), std::move(fn), true, kFp32AndBf16});
 }
 
-// fp64 finite differences only: ops whose CUDA kernels are not written yet (CPU and meta).
-void add_gradcheck_only(Cases& cases, std::string name, std::vector<InputSpec> inputs,
-                        OpCase::Fn fn) {
-  cases.push_back({std::move(name), std::move(inputs), std::move(fn), true, {}});
-}
-
 // Appends cases compared CUDA against CPU only, all at `dtypes` and within `tolerance`.
 struct ParityRows {
   Cases& cases;
@@ -106,22 +100,23 @@ void add_gradcheck_cases(Cases& c) {
 }
 
 // Softmax attention (full causal, sliding window, GQA, packed sequences) and rotary embeddings
-// (plain, with a position offset, packed): CPU kernels only for now, so no CUDA parity rows.
+// (plain, with a position offset, packed): fp64 finite differences, and CUDA against CPU (the
+// CUDA kernels, kernels/cuda/attention.cu and rope.cu).
 void add_attention_cases(Cases& c) {
   auto attn = [](AttentionOptions opt) {
     return [opt](auto& x) { return attention(x[0], x[1], x[2], opt); };
   };
   const In q = In::normal({2, 7, 2, 4}), kv = In::normal({2, 7, 2, 4});
-  add_gradcheck_only(c, "attention", {q, kv, kv}, attn({}));
-  add_gradcheck_only(c, "attention_window", {q, kv, kv}, attn({3, {}, {}}));
+  add_checked(c, "attention", {q, kv, kv}, attn({}));
+  add_checked(c, "attention_window", {q, kv, kv}, attn({3, {}, {}}));
   const In q4 = In::normal({1, 9, 4, 3}), kv2 = In::normal({1, 9, 2, 3});
-  add_gradcheck_only(c, "attention_gqa", {q4, kv2, kv2}, attn({0, 0.7, {}}));
+  add_checked(c, "attention_gqa", {q4, kv2, kv2}, attn({0, 0.7, {}}));
   // Sequences of 2, 1 and 6 tokens; the window of 4 cuts only the last.
-  add_gradcheck_only(c, "attention_packed", {q4, kv2, kv2}, attn({4, {}, {0, 2, 3, 9}}));
+  add_checked(c, "attention_packed", {q4, kv2, kv2}, attn({4, {}, {0, 2, 3, 9}}));
   auto rot = [](RopeOptions opt) { return [opt](auto& x) { return rope(x[0], opt); }; };
-  add_gradcheck_only(c, "rope", {In::normal({2, 5, 3, 6})}, rot({100.0, 0, {}}));
-  add_gradcheck_only(c, "rope_offset", {In::normal({1, 4, 2, 4})}, rot({10000.0, 7, {}}));
-  add_gradcheck_only(c, "rope_packed", {In::normal({1, 8, 2, 6})}, rot({50.0, 0, {0, 3, 4, 8}}));
+  add_checked(c, "rope", {In::normal({2, 5, 3, 6})}, rot({100.0, 0, {}}));
+  add_checked(c, "rope_offset", {In::normal({1, 4, 2, 4})}, rot({10000.0, 7, {}}));
+  add_checked(c, "rope_packed", {In::normal({1, 8, 2, 6})}, rot({50.0, 0, {0, 3, 4, 8}}));
 }
 
 // kernels/cuda/reduce: both kernel shapes (inner < 32, >= 32), permuted dims, long rows, and

@@ -1,9 +1,15 @@
-// rope(): shape checks, then the CPU kernel forward (rotation by +angle) and backward (by -angle).
+// rope(): shape checks, then the device's kernel (kernels/cpu/rope.h, kernels/cuda/rope_cuda.h)
+// forward (rotation by +angle) and backward (by -angle). On CUDA, packed sequences take a small
+// workspace (cu_seqlens on the device; tagged workspace, freed after the call).
 #include "src/ops/rope.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/cpu/rope.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/rope_cuda.h"
+#endif
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/ops.h"
@@ -14,13 +20,25 @@ namespace {
 
 // y = R(sign * angle) x, a fresh tensor (meta: shape only).
 Tensor rotate(const rope::Problem& p, const Tensor& x, bool inverse) {
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    dispatch_dtype<KernelTypes>(x.dtype(), "rope", [&](auto tag) {
-      using scalar_t = typename decltype(tag)::type;
-      rope::apply_cpu<scalar_t>(p, x.data<scalar_t>(), y.data<scalar_t>(), inverse);
-    });
+  const Device dev = x.device();
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  if (dev.is_meta()) return y;
+  Tensor ws;  // CUDA: cu_seqlens on the device (none unpacked)
+#if defined(GDN_WITH_CUDA)
+  if (dev.is_cuda()) {
+    MemoryCategoryScope cat(MemCategory::workspace);
+    // At least one element (none unpacked: no zero-byte allocation on the device).
+    ws =
+        empty({std::max<int64_t>((rope::cuda_workspace_bytes(p) + 3) / 4, 1)}, DType::float32, dev);
   }
+#endif
+  dispatch_dtype<KernelTypes>(x.dtype(), "rope", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    GDN_RUN_ON_DEVICE(dev, "rope",
+                      rope::apply_cpu<scalar_t>(p, x.data<scalar_t>(), y.data<scalar_t>(), inverse),
+                      rope::apply_cuda<scalar_t>(p, x.data<scalar_t>(), y.data<scalar_t>(), inverse,
+                                                 ws.data<float>(), detail::stream_of(dev)));
+  });
   return y;
 }
 
@@ -46,7 +64,6 @@ class RopeFn final : public autograd::Function {
 Tensor rope(const Tensor& x, const RopeOptions& opt) {
   GDN_CHECK(x.defined() && x.dim() == 4, "rope expects x [B, T, H, D], got ",
             x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
-  GDN_CHECK(!x.device().is_cuda(), "rope: CUDA kernel not available yet (CPU and meta only)");
   rope::Problem p;
   p.B = x.size(0);
   p.T = x.size(1);

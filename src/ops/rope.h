@@ -1,9 +1,9 @@
-// Rotary position embedding as a differentiable op over kernels/cpu/rope.h (non-interleaved,
-// rotate-half, as fla's RotaryEmbedding): x [B, T, H, D] -> x rotated by angle
-// pos * theta^(-2i/D) in each pair (i, i + D/2). Positions are derived, not passed:
-// pos = offset + (t - start of t's sequence), start = 0 without cu_seqlens. The backward is the
-// rotation by -angle (the autograd op is named "rope" and saves nothing).
-// CPU and meta; a CUDA tensor is refused (the CUDA kernel is a separate task).
+// Rotary position embedding as a differentiable op over kernels/cpu/rope.h and, on CUDA,
+// kernels/cuda/rope_cuda.h (non-interleaved, rotate-half, as fla's RotaryEmbedding):
+// x [B, T, H, D] -> x rotated by angle pos * theta^(-2i/D) in each pair (i, i + D/2). Positions
+// are derived, not passed: pos = offset + (t - start of t's sequence), start = 0 without
+// cu_seqlens. The backward is the rotation by -angle (the autograd op is named "rope" and saves
+// nothing). CPU, CUDA (kernel written and compiled, not yet run on a GPU) and meta.
 #pragma once
 #include <vector>
 
