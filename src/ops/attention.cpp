@@ -14,22 +14,15 @@
 #endif
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
+#include "src/ops/kernel_scratch.h"
 #include "src/ops/ops.h"
 
 namespace gdn::ops {
 
 namespace {
 
-DType acc_dtype(DType d) {
-  return d == DType::float64 ? DType::float64 : DType::float32;
-}
-
-// At least one element: the CUDA forward of unpacked sequences needs none (no zero-byte
-// allocation on the device).
-Tensor workspace(int64_t elems, DType dtype, Device device) {
-  MemoryCategoryScope cat(MemCategory::workspace);
-  return empty({std::max<int64_t>(elems, 1)}, dtype, device);
-}
+using detail::acc_dtype;
+using detail::workspace;
 
 attn::Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionOptions& opt) {

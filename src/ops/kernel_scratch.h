@@ -1,6 +1,8 @@
 // What the ops that call kernels share: the accumulator dtype of an input dtype (the kernels'
 // acc_t), and workspace tensors, tagged `workspace` so that the memory profile sees them.
 #pragma once
+#include <algorithm>
+
 #include "src/core/allocator.h"
 #include "src/ops/ops.h"
 
@@ -11,10 +13,11 @@ inline DType acc_dtype(DType d) {
   return d == DType::float64 ? DType::float64 : DType::float32;
 }
 
-// A kernel's scratch of `elems` elements (freed when the tensor goes).
+// A kernel's scratch of `elems` elements (freed when the tensor goes); at least one, so that a
+// kernel needing none makes no zero-byte allocation on a device.
 inline Tensor workspace(int64_t elems, DType dtype, Device device) {
   MemoryCategoryScope cat(MemCategory::workspace);
-  return empty({elems}, dtype, device);
+  return empty({std::max<int64_t>(elems, 1)}, dtype, device);
 }
 
 }  // namespace gdn::ops::detail

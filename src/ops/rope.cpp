@@ -12,6 +12,7 @@
 #endif
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
+#include "src/ops/kernel_scratch.h"
 #include "src/ops/ops.h"
 
 namespace gdn::ops {
@@ -25,12 +26,8 @@ Tensor rotate(const rope::Problem& p, const Tensor& x, bool inverse) {
   if (dev.is_meta()) return y;
   Tensor ws;  // CUDA: cu_seqlens on the device (none unpacked)
 #if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda()) {
-    MemoryCategoryScope cat(MemCategory::workspace);
-    // At least one element (none unpacked: no zero-byte allocation on the device).
-    ws =
-        empty({std::max<int64_t>((rope::cuda_workspace_bytes(p) + 3) / 4, 1)}, DType::float32, dev);
-  }
+  if (dev.is_cuda())
+    ws = detail::workspace((rope::cuda_workspace_bytes(p) + 3) / 4, DType::float32, dev);
 #endif
   dispatch_dtype<KernelTypes>(x.dtype(), "rope", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
