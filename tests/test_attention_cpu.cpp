@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/attention_problem.h"
+
 namespace gdn::attn {
 namespace {
 
@@ -214,19 +216,7 @@ bool same_bits(const Result& a, const Result& b) {
   return true;
 }
 
-Problem problem(int64_t B, int64_t T, int64_t H, int64_t HKV, int64_t D, int64_t window = 0,
-                std::vector<int64_t> cu = {}) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HKV = HKV;
-  p.D = D;
-  p.window = window;
-  p.scale = 1.0 / std::sqrt(double(D));
-  p.cu_seqlens = std::move(cu);
-  return p;
-}
+using test::attention_problem;
 
 // cu_seqlens of `n` sequences with lengths cycling through 1, 2, 3.
 std::vector<int64_t> many_short(int64_t n) {
@@ -241,28 +231,29 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  Problem peaky = problem(1, 130, 2, 1, 16);
+  Problem peaky = attention_problem(1, 130, 2, 1, 16);
   peaky.scale = 1.0;  // score spread ~4: the running max changes across tiles
   const std::vector<int64_t> cu{0, 5, 70, 100};
   return {
-      {"T1", problem(1, 1, 1, 1, 16)},
-      {"T100_B2_gqa_D16", problem(2, 100, 4, 2, 16)},
-      {"T130_B2_gqa_D64", problem(2, 130, 4, 2, 64)},
-      {"T130_window1", problem(1, 130, 2, 1, 64, 1)},
-      {"T130_B2_gqa_window17", problem(2, 130, 4, 2, 16, 17)},
-      {"T200_window40_skips_tiles", problem(1, 200, 2, 2, 16, 40)},
+      {"T1", attention_problem(1, 1, 1, 1, 16)},
+      {"T100_B2_gqa_D16", attention_problem(2, 100, 4, 2, 16)},
+      {"T130_B2_gqa_D64", attention_problem(2, 130, 4, 2, 64)},
+      {"T130_window1", attention_problem(1, 130, 2, 1, 64, 1)},
+      {"T130_B2_gqa_window17", attention_problem(2, 130, 4, 2, 16, 17)},
+      {"T200_window40_skips_tiles", attention_problem(1, 200, 2, 2, 16, 40)},
       // the last query that sees key tile 0 (keys 0..63) is 64 (window 2) or 128 (window 66):
       // the first row of a query tile
-      {"T200_window2_tile_edge", problem(1, 200, 2, 1, 16, 2)},
-      {"T200_window66_tile_edge", problem(1, 200, 2, 1, 16, 66)},
-      {"T100_window_eq_T", problem(1, 100, 4, 2, 16, 100)},
-      {"T100_window_gt_T", problem(1, 100, 4, 2, 16, 1000)},
+      {"T200_window2_tile_edge", attention_problem(1, 200, 2, 1, 16, 2)},
+      {"T200_window66_tile_edge", attention_problem(1, 200, 2, 1, 16, 66)},
+      {"T100_window_eq_T", attention_problem(1, 100, 4, 2, 16, 100)},
+      {"T100_window_gt_T", attention_problem(1, 100, 4, 2, 16, 1000)},
       {"peaky_scale1", peaky},
-      {"D256", problem(1, 70, 1, 1, 256)},
-      {"packed", problem(1, 100, 4, 2, 16, 0, cu)},
-      {"packed_window17", problem(1, 100, 4, 2, 16, 17, cu)},
-      {"packed_long_window3", problem(1, 160, 2, 1, 16, 3, {0, 130, 160})},
-      {"packed_150_short", problem(1, many_short(150).back(), 1, 1, 16, 0, many_short(150))},
+      {"D256", attention_problem(1, 70, 1, 1, 256)},
+      {"packed", attention_problem(1, 100, 4, 2, 16, 0, cu)},
+      {"packed_window17", attention_problem(1, 100, 4, 2, 16, 17, cu)},
+      {"packed_long_window3", attention_problem(1, 160, 2, 1, 16, 3, {0, 130, 160})},
+      {"packed_150_short",
+       attention_problem(1, many_short(150).back(), 1, 1, 16, 0, many_short(150))},
   };
 }
 
@@ -288,7 +279,8 @@ TEST(AttentionCpu, MatchesReferenceBf16) {
 // A window of T or more keys is full causal attention, bit for bit (same tiles, same masks).
 TEST(AttentionCpu, WindowOfTIsFullCausal) {
   for (int64_t window : {int64_t(100), int64_t(101), int64_t(5000)}) {
-    const Problem full = problem(2, 100, 4, 2, 16), windowed = problem(2, 100, 4, 2, 16, window);
+    const Problem full = attention_problem(2, 100, 4, 2, 16),
+                  windowed = attention_problem(2, 100, 4, 2, 16, window);
     const Inputs in = make_inputs(full, 3);
     EXPECT_TRUE(same_bits(run<float>(full, in), run<float>(windowed, in))) << window;
   }
@@ -297,9 +289,10 @@ TEST(AttentionCpu, WindowOfTIsFullCausal) {
 // o, lse and dq, dk, dv under 1 and 2 OpenMP threads: the same bits.
 TEST(AttentionCpu, SameBitsForAnyThreadCount) {
   const int saved = omp_get_max_threads();
-  const Problem problems[] = {problem(2, 130, 4, 2, 16, 17),
-                              problem(1, 100, 4, 2, 16, 0, {0, 5, 70, 100}),
-                              problem(1, many_short(150).back(), 1, 1, 8, 0, many_short(150))};
+  const Problem problems[] = {
+      attention_problem(2, 130, 4, 2, 16, 17),
+      attention_problem(1, 100, 4, 2, 16, 0, {0, 5, 70, 100}),
+      attention_problem(1, many_short(150).back(), 1, 1, 8, 0, many_short(150))};
   for (const Problem& p : problems) {
     const Inputs in = make_inputs(p, 11);
     omp_set_num_threads(1);
@@ -315,8 +308,9 @@ TEST(AttentionCpu, SameBitsForAnyThreadCount) {
 // L = <o, R> through forward_cpu in fp64; backward_cpu with d_o = R must give dL/dq, dL/dk,
 // dL/dv, every element checked by central differences.
 TEST(AttentionCpu, GradientsMatchFiniteDifferences) {
-  const Problem problems[] = {problem(1, 9, 2, 1, 4, 3), problem(1, 9, 2, 1, 4, 0),
-                              problem(1, 9, 2, 1, 4, 3, {0, 4, 9})};
+  const Problem problems[] = {attention_problem(1, 9, 2, 1, 4, 3),
+                              attention_problem(1, 9, 2, 1, 4, 0),
+                              attention_problem(1, 9, 2, 1, 4, 3, {0, 4, 9})};
   const double eps = 1e-6, tol = 1e-7;
   for (const Problem& p : problems) {
     SCOPED_TRACE("window " + std::to_string(p.window) + (p.cu_seqlens.empty() ? "" : " packed"));
@@ -360,23 +354,23 @@ void expect_refused(const Problem& p, const std::string& names) {
 }
 
 TEST(AttentionCpu, ValidateRefusesBadProblems) {
-  EXPECT_NO_THROW(validate(problem(2, 100, 4, 2, 256, 17)));
-  EXPECT_NO_THROW(validate(problem(1, 100, 4, 2, 16, 0, {0, 5, 70, 100})));
-  expect_refused(problem(1, 10, 3, 2, 16), "HKV");
-  expect_refused(problem(1, 10, 2, 2, 16, -1), "window");
-  Problem no_scale = problem(1, 10, 2, 2, 16);
+  EXPECT_NO_THROW(validate(attention_problem(2, 100, 4, 2, 256, 17)));
+  EXPECT_NO_THROW(validate(attention_problem(1, 100, 4, 2, 16, 0, {0, 5, 70, 100})));
+  expect_refused(attention_problem(1, 10, 3, 2, 16), "HKV");
+  expect_refused(attention_problem(1, 10, 2, 2, 16, -1), "window");
+  Problem no_scale = attention_problem(1, 10, 2, 2, 16);
   no_scale.scale = 0;
   expect_refused(no_scale, "scale");
   no_scale.scale = std::numeric_limits<double>::infinity();
   expect_refused(no_scale, "scale");
-  expect_refused(problem(1, 10, 2, 2, 257), "D");
-  expect_refused(problem(1, 0, 2, 2, 16), "T");
-  expect_refused(problem(1, 10, 2, 2, 16, 0, {0, 5, 5, 10}), "cu_seqlens");
-  expect_refused(problem(1, 10, 2, 2, 16, 0, {0, 5, 9}), "cu_seqlens");
-  expect_refused(problem(1, 10, 2, 2, 16, 0, {1, 10}), "cu_seqlens");
-  expect_refused(problem(2, 10, 2, 2, 16, 0, {0, 10}), "cu_seqlens");
+  expect_refused(attention_problem(1, 10, 2, 2, 257), "D");
+  expect_refused(attention_problem(1, 0, 2, 2, 16), "T");
+  expect_refused(attention_problem(1, 10, 2, 2, 16, 0, {0, 5, 5, 10}), "cu_seqlens");
+  expect_refused(attention_problem(1, 10, 2, 2, 16, 0, {0, 5, 9}), "cu_seqlens");
+  expect_refused(attention_problem(1, 10, 2, 2, 16, 0, {1, 10}), "cu_seqlens");
+  expect_refused(attention_problem(2, 10, 2, 2, 16, 0, {0, 10}), "cu_seqlens");
   // The entry points validate too.
-  const Problem bad = problem(1, 10, 3, 2, 16);
+  const Problem bad = attention_problem(1, 10, 3, 2, 16);
   EXPECT_THROW(forward_workspace_elems(bad), std::invalid_argument);
   EXPECT_THROW(forward_cpu<float>(bad, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
                std::invalid_argument);

@@ -18,6 +18,7 @@
 #include "src/ops/attention.h"
 #include "src/ops/ops.h"
 #include "src/ops/rope.h"
+#include "tests/attention_problem.h"
 #include "tests/test_util.h"
 #if defined(GDN_WITH_CUDA)
 #include "kernels/cuda/attention_cuda.h"
@@ -118,17 +119,7 @@ void expect_matches_cpu(const attn::Problem& p, DType dt) {
   EXPECT_LT(test::rel_err(gpu.dv, cpu.dv), tol) << "dv " << what;
 }
 
-attn::Problem problem(int64_t B, int64_t T, int64_t H, int64_t HKV, int64_t D, int64_t window) {
-  attn::Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HKV = HKV;
-  p.D = D;
-  p.window = window;
-  p.scale = 1.0 / std::sqrt(double(D));
-  return p;
-}
+using test::attention_problem;
 
 TEST(CudaAttention, MatchesTheCpuOverShapesWindowsAndGqa) {
   for (DType dt : {DType::float32, DType::bfloat16})
@@ -137,29 +128,29 @@ TEST(CudaAttention, MatchesTheCpuOverShapesWindowsAndGqa) {
         for (int64_t window : {int64_t(0), int64_t(1), int64_t(17), T + 3}) {
           // Long sequences with one kv head to keep the CPU reference quick.
           const int64_t B = T >= 1000 ? 1 : 2, H = T >= 1000 ? 2 : 4, HKV = T >= 1000 ? 1 : 2;
-          expect_matches_cpu(problem(B, T, H, HKV, D, window), dt);
+          expect_matches_cpu(attention_problem(B, T, H, HKV, D, window), dt);
         }
 }
 
 TEST(CudaAttention, MatchesTheCpuWithoutGroupsAndWithWideGroups) {
   for (DType dt : {DType::float32, DType::bfloat16}) {
-    expect_matches_cpu(problem(2, 130, 3, 3, 64, 0), dt);
-    expect_matches_cpu(problem(1, 130, 8, 2, 128, 17), dt);
-    expect_matches_cpu(problem(1, 77, 4, 1, 48, 0), dt);  // D not a power of two
+    expect_matches_cpu(attention_problem(2, 130, 3, 3, 64, 0), dt);
+    expect_matches_cpu(attention_problem(1, 130, 8, 2, 128, 17), dt);
+    expect_matches_cpu(attention_problem(1, 77, 4, 1, 48, 0), dt);  // D not a power of two
   }
 }
 
 TEST(CudaAttention, MatchesTheCpuInFp64) {
   for (int64_t D : {32, 256})
     for (int64_t window : {0, 17})
-      expect_matches_cpu(problem(1, 130, 4, 2, D, window), DType::float64);
+      expect_matches_cpu(attention_problem(1, 130, 4, 2, D, window), DType::float64);
 }
 
 TEST(CudaAttention, PackedSequencesMatchTheCpu) {
   for (DType dt : {DType::float32, DType::bfloat16, DType::float64})
     for (int64_t D : {32, 128, 256})
       for (int64_t window : {0, 1, 2, 17, 33, 200}) {
-        attn::Problem p = problem(1, 100, 4, 2, D, window);
+        attn::Problem p = attention_problem(1, 100, 4, 2, D, window);
         p.cu_seqlens = std::vector<int64_t>(kCu);  // (a copy assignment trips GCC 12's -Wnonnull)
         expect_matches_cpu(p, dt);
       }
@@ -167,7 +158,7 @@ TEST(CudaAttention, PackedSequencesMatchTheCpu) {
 
 TEST(CudaAttention, IsDeterministic) {
   for (DType dt : {DType::float32, DType::bfloat16}) {
-    attn::Problem p = problem(1, 300, 4, 2, 64, 0);
+    attn::Problem p = attention_problem(1, 300, 4, 2, 64, 0);
     p.cu_seqlens = std::vector<int64_t>(kCu.begin(), kCu.end() - 1);
     p.cu_seqlens.push_back(300);
     const Inputs in = inputs_for(p, dt);
