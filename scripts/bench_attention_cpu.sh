@@ -2,7 +2,8 @@
 # gdn's CPU attention against eager PyTorch math attention (scripts/torch_attention.py), fwd_bwd
 # at B=1 H=4 D=64 fp32, alternately in one run, ROUNDS rounds, best of the rounds each: prints
 # both times, the speed-up, and gdn's GFLOP/s as a fraction of the sgemm peak `gdn bench`
-# measured (FLOPs as flash-attention counts them). Needs python3-torch (Debian).
+# measured (FLOPs as flash-attention counts them). Needs python3-torch (Debian). PyTorch runs on
+# the same OpenBLAS kernels as gdn (OPENBLAS_CORETYPE, from the bench JSON's device.blas).
 # Usage: scripts/bench_attention_cpu.sh [GDN] [OUT_DIR] [ROUNDS] [T ...]   (T default: 2048)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +18,12 @@ for T in $seqs; do
   for round in $(seq 1 "$rounds"); do
     "$gdn" bench --impls attention --modes fwd_bwd --batch 1 --heads 4 --seq "$T" --dims 64 \
       --dtypes float32 --repeats 5 --no-reference --out "$out/gdn-T$T-$round.json" > /dev/null 2>&1
-    "$python" scripts/torch_attention.py --seq "$T" --heads 4 --dim 64 --repeats 5 \
-      --threads "$threads" --out "$out/torch-T$T-$round.json" > /dev/null
+    # PyTorch on the OpenBLAS kernels gdn runs (Debian's torch uses the system OpenBLAS, which
+    # falls back to its Prescott kernels on CPUs newer than itself: kernels/cpu/blas_select.h).
+    kernels=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['device'].get('blas', {}).get('kernels', ''))" "$out/gdn-T$T-$round.json")
+    OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$kernels} "$python" scripts/torch_attention.py \
+      --seq "$T" --heads 4 --dim 64 --repeats 5 --threads "$threads" \
+      --out "$out/torch-T$T-$round.json" > /dev/null
     echo "T=$T round $round done" >&2
   done
 done
