@@ -18,6 +18,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
+#include "tests/cuda_gdr_run.h"
 #include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
 #include "tests/test_util.h"
@@ -35,59 +36,7 @@ namespace gdn::gdr {
 namespace {
 
 using namespace test_data;
-const Device kCuda = Device::cuda(0);
-
-Tensor upload(const Vec& x, DType dt) {
-  return ops::from_vector(x, {int64_t(x.size())}, dt, kCuda);
-}
-Tensor device_buffer(int64_t n, DType dt) {
-  return ops::empty({std::max<int64_t>(n, 1)}, dt, kCuda);
-}
-
-// Forward and backward through forward_cuda / backward_cuda; `d` is already rounded to T.
-template <typename T>
-Result run_cuda(const Problem& p, const Data& d) {
-  using A = acc_t<T>;
-  const DType dt = dtype_of<T>::value, ad = dtype_of<A>::value;
-  Tensor q = upload(d.q, dt), k = upload(d.k, dt), v = upload(d.v, dt), g = upload(d.g, dt);
-  Tensor beta = upload(d.beta, dt), h0 = upload(d.h0, ad), d_o = upload(d.d_o, dt);
-  Tensor dht = upload(d.dht, ad);
-  Tensor o = device_buffer(d.v.size(), dt), ht = device_buffer(d.h0.size(), ad);
-  Tensor residual = device_buffer(residual_elems(p), ad);
-  Tensor fws = device_buffer(cuda_forward_workspace_elems(p, sizeof(T)), ad);
-  Tensor bws = device_buffer(cuda_backward_workspace_elems(p, sizeof(T)), ad);
-  Inputs<T> in{q.data<T>(),
-               k.data<T>(),
-               v.data<T>(),
-               g.data<T>(),
-               p.impl == Impl::ssd ? nullptr : beta.data<T>(),
-               p.has_h0 ? h0.data<A>() : nullptr};
-  void* stream = cuda::current_stream(0);
-  forward_cuda<T>(p, in,
-                  ForwardOutputs<T>{o.data<T>(), p.want_ht ? ht.data<A>() : nullptr,
-                                    residual.data<A>(), fws.data<A>()},
-                  stream);
-  Tensor dq = device_buffer(d.q.size(), dt), dk = device_buffer(d.k.size(), dt);
-  Tensor dv = device_buffer(d.v.size(), dt), dg = device_buffer(d.g.size(), dt);
-  Tensor dbeta = device_buffer(d.g.size(), dt), dh0 = device_buffer(d.h0.size(), ad);
-  backward_cuda<T>(
-      p, in,
-      BackwardArgs<T>{d_o.data<T>(), p.want_ht ? dht.data<A>() : nullptr, residual.data<A>(),
-                      bws.data<A>(), dq.data<T>(), dk.data<T>(), dv.data<T>(), dg.data<T>(),
-                      dbeta.data<T>(), p.has_h0 ? dh0.data<A>() : nullptr},
-      stream);
-  Result r;
-  r.o = o.to_vector();
-  if (p.want_ht) r.ht = ht.to_vector();
-  r.dq = dq.to_vector();
-  r.dk = dk.to_vector();
-  r.dv = dv.to_vector();
-  r.dg = dg.to_vector();
-  r.dbeta = dbeta.to_vector();
-  if (p.has_h0) r.dh0 = dh0.to_vector();
-  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
-  return r;
-}
+using namespace cuda_run;
 
 struct Case {
   const char* name;
