@@ -126,6 +126,41 @@ void store_gradients(const Problem& p, const std::vector<T>& dq, const std::vect
   if (p.has_h0) r.dh0 = to_double(dh0);
 }
 
+// Forward (and backward when `backward`) through the public CPU API, inputs cast to T; h0, ht, dht
+// and dh0 have a row per sequence (p.num_seqs()).
+template <typename T>
+Result run(const Problem& p, const Data& d, bool backward = true) {
+  using A = acc_t<T>;
+  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
+             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
+  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
+  std::vector<T> o(v.size());
+  std::vector<A> ht(p.num_seqs() * p.HV * p.K * p.V), residual(residual_elems(p)),
+      fws(std::max<int64_t>(1, forward_workspace_elems(p))),
+      bws(std::max<int64_t>(1, backward_workspace_elems(p)));
+  Inputs<T> in{q.data(),
+               k.data(),
+               v.data(),
+               g.data(),
+               p.impl == Impl::ssd ? nullptr : beta.data(),
+               p.has_h0 ? h0.data() : nullptr};
+  forward_cpu(
+      p, in,
+      ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data(), fws.data()});
+  Result r;
+  r.o = to_double(o);
+  if (p.want_ht) r.ht = to_double(ht);
+  if (!backward) return r;
+  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
+  std::vector<A> dh0(ht.size());
+  backward_cpu(p, in,
+               BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(),
+                               bws.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
+                               p.has_h0 ? dh0.data() : nullptr});
+  store_gradients(p, dq, dk, dv, dg, dbeta, dh0, r);
+  return r;
+}
+
 inline double rel_err(const Vec& x, const Vec& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {

@@ -24,39 +24,6 @@ namespace {
 
 using namespace test_data;
 
-// Forward (and backward when `backward`) through the public API, inputs cast to T.
-template <typename T>
-Result run(const Problem& p, const Data& d, bool backward = true) {
-  using A = acc_t<T>;
-  const auto q = cast<T>(d.q), k = cast<T>(d.k), v = cast<T>(d.v), g = cast<T>(d.g),
-             beta = cast<T>(d.beta), d_o = cast<T>(d.d_o);
-  const auto h0 = cast<A>(d.h0), dht = cast<A>(d.dht);
-  std::vector<T> o(p.B * p.T * p.HV * p.V);
-  std::vector<A> ht(p.B * p.HV * p.K * p.V), residual(residual_elems(p)),
-      fws(forward_workspace_elems(p)), bws(backward_workspace_elems(p));
-  Inputs<T> in{q.data(),
-               k.data(),
-               v.data(),
-               g.data(),
-               p.impl == Impl::ssd ? nullptr : beta.data(),
-               p.has_h0 ? h0.data() : nullptr};
-  forward_cpu(
-      p, in,
-      ForwardOutputs<T>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data(), fws.data()});
-  Result r;
-  r.o = to_double(o);
-  if (p.want_ht) r.ht = to_double(ht);
-  if (!backward) return r;
-  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(g.size());
-  std::vector<A> dh0(h0.size());
-  backward_cpu(p, in,
-               BackwardArgs<T>{d_o.data(), p.want_ht ? dht.data() : nullptr, residual.data(),
-                               bws.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(),
-                               p.has_h0 ? dh0.data() : nullptr});
-  store_gradients(p, dq, dk, dv, dg, dbeta, dh0, r);
-  return r;
-}
-
 // The ssd baseline as a plain fp64 recurrence, forward and backward (all states kept; small T):
 //   S_t = exp(g_t) S_{t-1} + k_t v_t^T;  o_t = S_t^T (scale q_t)
 Result ssd_reference(const Problem& p, const Data& d, bool backward = true) {
