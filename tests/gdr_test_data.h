@@ -191,24 +191,22 @@ inline void expect_close(const Result& x, const Result& ref, double tol, bool ss
   }
 }
 
-// The CPU fp64 recurrent reference (kernels/cpu/gdr_recurrent.cpp; proven against fp64 finite
-// differences in test_gdr_kernels.cpp), on the same rounded values. For ssd the recurrent
-// reference with beta = 1 is not ssd, so ssd is checked against the CPU ssd kernel in fp64.
-inline Result reference(Problem p, const Data& d) {
-  if (p.impl != Impl::ssd) p.impl = Impl::recurrent;
-  p.residual = Residual::minimal;
-  Vec o(d.v.size()), ht(d.h0.size()), residual(residual_elems(p)),
-      fws(std::max<int64_t>(1, forward_workspace_elems(p))),
-      bws(std::max<int64_t>(1, backward_workspace_elems(p)));
-  Inputs<double> in{d.q.data(),
-                    d.k.data(),
-                    d.v.data(),
-                    d.g.data(),
-                    p.impl == Impl::ssd ? nullptr : d.beta.data(),
-                    p.has_h0 ? d.h0.data() : nullptr};
-  forward_cpu<double>(p, in,
-                      ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr,
-                                             residual.data(), fws.data()});
+// Forward and backward of an fp64 kernel on `d` as given: forward(p, in, out) and
+// backward(p, in, args), with a residual and workspaces of these sizes.
+template <class Forward, class Backward>
+Result run_fp64(const Problem& p, const Data& d, int64_t residual_elems, int64_t forward_ws,
+                int64_t backward_ws, const Forward& forward, const Backward& backward) {
+  Vec o(d.v.size()), ht(d.h0.size()), residual(residual_elems),
+      fws(std::max<int64_t>(1, forward_ws)), bws(std::max<int64_t>(1, backward_ws));
+  const Inputs<double> in{d.q.data(),
+                          d.k.data(),
+                          d.v.data(),
+                          d.g.data(),
+                          p.impl == Impl::ssd ? nullptr : d.beta.data(),
+                          p.has_h0 ? d.h0.data() : nullptr};
+  forward(p, in,
+          ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data(),
+                                 fws.data()});
   Result r;
   r.o = o;
   if (p.want_ht) r.ht = ht;
@@ -218,12 +216,21 @@ inline Result reference(Problem p, const Data& d) {
   r.dg.resize(d.g.size());
   r.dbeta.resize(d.g.size());
   r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
-  backward_cpu<double>(
-      p, in,
-      BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
-                           bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
-                           r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
+  backward(p, in,
+           BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
+                                bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
+                                r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
   return r;
+}
+
+// The CPU fp64 recurrent reference (kernels/cpu/gdr_recurrent.cpp; proven against fp64 finite
+// differences in test_gdr_kernels.cpp), on the same rounded values. For ssd the recurrent
+// reference with beta = 1 is not ssd, so ssd is checked against the CPU ssd kernel in fp64.
+inline Result reference(Problem p, const Data& d) {
+  if (p.impl != Impl::ssd) p.impl = Impl::recurrent;
+  p.residual = Residual::minimal;
+  return run_fp64(p, d, residual_elems(p), forward_workspace_elems(p), backward_workspace_elems(p),
+                  forward_cpu<double>, backward_cpu<double>);
 }
 
 }  // namespace gdn::gdr::test_data

@@ -51,32 +51,8 @@ inline Result reference_unchecked(Problem p, const Data& d) {
   p.residual = Residual::minimal;
   const Implementation& impl = implementation_of(p);
   const CpuKernels::Pair<double>& k = impl.cpu.of<double>();
-  Vec o(d.v.size()), ht(d.h0.size()), residual(impl.residual_elems(p)),
-      fws(std::max<int64_t>(1, impl.cpu_forward_workspace(p))),
-      bws(std::max<int64_t>(1, impl.cpu_backward_workspace(p)));
-  const Inputs<double> in{d.q.data(),
-                          d.k.data(),
-                          d.v.data(),
-                          d.g.data(),
-                          p.impl == Impl::ssd ? nullptr : d.beta.data(),
-                          p.has_h0 ? d.h0.data() : nullptr};
-  k.forward(p, in,
-            ForwardOutputs<double>{o.data(), p.want_ht ? ht.data() : nullptr, residual.data(),
-                                   fws.data()});
-  Result r;
-  r.o = o;
-  if (p.want_ht) r.ht = ht;
-  r.dq.resize(d.q.size());
-  r.dk.resize(d.k.size());
-  r.dv.resize(d.v.size());
-  r.dg.resize(d.g.size());
-  r.dbeta.resize(d.g.size());
-  r.dh0.resize(p.has_h0 ? d.h0.size() : 0);
-  k.backward(p, in,
-             BackwardArgs<double>{d.d_o.data(), p.want_ht ? d.dht.data() : nullptr, residual.data(),
-                                  bws.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(),
-                                  r.dbeta.data(), p.has_h0 ? r.dh0.data() : nullptr});
-  return r;
+  return run_fp64(p, d, impl.residual_elems(p), impl.cpu_forward_workspace(p),
+                  impl.cpu_backward_workspace(p), k.forward, k.backward);
 }
 
 // Each sequence of packed p run alone, unpacked, by run(one, its data) -> Result, the results
