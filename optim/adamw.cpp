@@ -30,12 +30,46 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
   }
 }
 
-void AdamW::update(Slot& slot, const Tensor& grad, double lr, double weight_decay) {
+namespace {
+template <typename T>
+void add_cpu_tensor(std::vector<cpu::AdamWTensor<T>>& out, Tensor& p, const Tensor& grad, Tensor& m,
+                    Tensor& v, const kern::AdamWStep& s) {
+  out.push_back({p.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), p.numel(), s});
+}
+}  // namespace
+
+kern::AdamWStep AdamW::step_of(const Slot& slot, double lr, double weight_decay) const {
   kern::AdamWStep s;
   static_cast<kern::AdamWHyper&>(s) = options_;
   s.lr = lr;  // the schedule's
   s.weight_decay = weight_decay;
   s.step = slot.step;
+  return s;
+}
+
+void AdamW::update_all(std::vector<Update>& updates) {
+  std::vector<cpu::AdamWTensor<float>> f32;
+  std::vector<cpu::AdamWTensor<double>> f64;
+  for (Update& u : updates) {
+    Slot& slot = *u.slot;
+    if (!slot.param.device().is_cpu()) {
+      update(slot, u.grad, u.lr, u.weight_decay);
+      continue;
+    }
+    const kern::AdamWStep s = step_of(slot, u.lr, u.weight_decay);
+    Tensor& m = slot.state[0].second;  // exp_avg (added first in the constructor)
+    Tensor& v = slot.state[1].second;  // exp_avg_sq
+    if (slot.param.dtype() == DType::float64)
+      add_cpu_tensor(f64, slot.param, u.grad, m, v, s);
+    else
+      add_cpu_tensor(f32, slot.param, u.grad, m, v, s);
+  }
+  if (!f32.empty()) cpu::adamw_step_many(f32);
+  if (!f64.empty()) cpu::adamw_step_many(f64);
+}
+
+void AdamW::update(Slot& slot, const Tensor& grad, double lr, double weight_decay) {
+  const kern::AdamWStep s = step_of(slot, lr, weight_decay);
   Tensor& p = slot.param;
   Tensor& m = slot.state[0].second;  // exp_avg (added first in the constructor)
   Tensor& v = slot.state[1].second;  // exp_avg_sq

@@ -72,6 +72,7 @@ Tensor& Optimizer::state(Slot& slot, const std::string& key) {
 
 void Optimizer::step() {
   ++step_count_;
+  std::vector<Update> updates;
   for (Slot& slot : slots_) {
     Tensor grad = slot.param.grad();
     if (!grad.defined()) continue;
@@ -87,8 +88,9 @@ void Optimizer::step() {
     }
     ++slot.step;
     const ParamGroup& group = groups_[slot.group];
-    update(slot, grad, lr_ * group.lr_scale, group.weight_decay);
+    updates.push_back({&slot, grad, lr_ * group.lr_scale, group.weight_decay});
   }
+  update_all(updates);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -84,6 +84,16 @@ class Optimizer {
   // Updates one parameter in place. slot.step already counts this update (1 on the first);
   // `lr` is the group's (lr() * lr_scale), `grad` is contiguous and matches the parameter.
   virtual void update(Slot& slot, const Tensor& grad, double lr, double weight_decay) = 0;
+  // A step's updates, checked and counted. update_all applies them; the default calls update()
+  // for each, in order; a subclass may apply them together (AdamW: one pass on the CPU).
+  struct Update {
+    Slot* slot;
+    Tensor grad;
+    double lr, weight_decay;
+  };
+  virtual void update_all(std::vector<Update>& updates) {
+    for (Update& u : updates) update(*u.slot, u.grad, u.lr, u.weight_decay);
+  }
 
   std::vector<Slot>& slots() { return slots_; }
 

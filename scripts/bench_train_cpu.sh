@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gdn=${1:-build/gdn} out=${2:-runs/bench-train-cpu} rounds=${3:-2}
 python=${PYTHON:-python3}  # with python3-torch (Debian: /usr/bin/python3)
-export OMP_WAIT_POLICY=passive
+# OMP_WAIT_POLICY is left to each program's default (or the caller's): passive waiting halves the
+# eager model's rate at T = 512 (524 against 1124 tokens/s here; docs/benchmarks/cpu-training.md).
 threads=$(nproc)
 mkdir -p "$out"
 # The kernels gdn runs, for PyTorch too.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/adamw.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/grad_accum.h"
@@ -126,6 +127,53 @@ TEST(AdamW, LrScaleAndSetLr) {
   opt.step();
   expect_values(a, {-0.1}, 1e-6);
   EXPECT_THROW(opt.set_lr(-1.0), Error);
+}
+
+// The CPU update runs every parameter in one pass (blocks cut across tensors); it must equal the
+// per-tensor kernel element for element: tensors smaller than, equal to and straddling a block,
+// two groups (their own lr scale and weight decay), a parameter skipped for a step (so the step
+// counts differ), on 1 and 2 threads.
+TEST(AdamW, OnePassEqualsThePerTensorKernel) {
+  const std::vector<int64_t> sizes = {1, 7, 16384, 16385, 40000, 3};
+  const int max_threads = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<Tensor> params, copies, m, v;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor p = ops::randn({sizes[i]}, DType::float32).set_requires_grad(true);
+      params.push_back(p);
+      copies.push_back(ops::contiguous_copy(p));
+      m.push_back(ops::zeros({sizes[i]}));
+      v.push_back(ops::zeros({sizes[i]}));
+    }
+    ParamGroup ga = group({params[0], params[1], params[2]}, 0.1);
+    ParamGroup gb = group({params[3], params[4], params[5]}, 0.0);
+    gb.lr_scale = 0.5;
+    optim::AdamWOptions o;
+    o.lr = 0.01;
+    optim::AdamW opt({ga, gb}, o);
+    std::vector<int64_t> steps(sizes.size(), 0);
+    for (int t = 0; t < 3; ++t) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (t == 1 && i == 4) {
+          params[i].set_grad(Tensor());  // skipped: its step count falls behind
+          continue;
+        }
+        Tensor g = ops::randn({sizes[i]}, DType::float32);
+        params[i].set_grad(g);
+        kern::AdamWStep s;
+        static_cast<kern::AdamWHyper&>(s) = o;
+        s.lr = i < 3 ? 0.01 : 0.005;
+        s.weight_decay = i < 3 ? 0.1 : 0.0;
+        s.step = ++steps[i];
+        cpu::adamw_step(copies[i].data<float>(), g.data<float>(), m[i].data<float>(),
+                        v[i].data<float>(), sizes[i], s);
+      }
+      opt.step();
+      for (size_t i = 0; i < sizes.size(); ++i) expect_values(params[i], copies[i].to_vector(), 0);
+    }
+  }
+  omp_set_num_threads(max_threads);
 }
 
 // A parameter without a grad is skipped: unchanged, and its own step count does not advance, so

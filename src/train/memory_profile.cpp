@@ -152,9 +152,12 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   reset_peak_memory(dev);
   const MemoryStats base = memory_stats(dev);
   int64_t seen_peak = base.peak;
+  int64_t allocs_before = base.num_allocs;
   auto phase = [&](const char* name) {
     MemoryStats s = memory_stats(dev);
     prof.phase_peaks.emplace_back(name, s.peak - base.total);
+    prof.phase_allocs.emplace_back(name, s.num_allocs - allocs_before);
+    allocs_before = s.num_allocs;
     if (s.peak > seen_peak) {
       seen_peak = s.peak;
       prof.peak_phase = name;
@@ -211,6 +214,8 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   }
   const MemoryStats s = memory_stats(dev);
   prof.peak_bytes = s.peak - base.total;
+  for (const auto& [name, n] : prof.phase_allocs)
+    if (name != "setup") prof.step_allocs += n;
   for (int c = 0; c < kNumMemCategories; ++c) {
     prof.peak_by_category[size_t(c)] = s.at_peak[size_t(c)] - base.current[size_t(c)];
     prof.max_by_category[size_t(c)] = s.max[size_t(c)] - base.current[size_t(c)];
@@ -219,12 +224,13 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
 }
 
 nlohmann::json profile_json(const MemoryProfile& p) {
-  nlohmann::json at_peak, maxes, phases;
+  nlohmann::json at_peak, maxes, phases, allocs;
   for (int c = 0; c < kNumMemCategories; ++c) {
     at_peak[mem_category_name(MemCategory(c))] = p.peak_by_category[size_t(c)];
     maxes[mem_category_name(MemCategory(c))] = p.max_by_category[size_t(c)];
   }
   for (const auto& [n, b] : p.phase_peaks) phases[n] = b;
+  for (const auto& [n, c] : p.phase_allocs) allocs[n] = c;
   nlohmann::json j = {
       {"params", p.params},
       {"batch", p.batch},
@@ -238,6 +244,8 @@ nlohmann::json profile_json(const MemoryProfile& p) {
       {"peak_bytes_by_category", at_peak},
       {"max_bytes_by_category", maxes},
       {"peak_bytes_by_phase", phases},
+      {"allocations_per_step", p.step_allocs},
+      {"allocations_by_phase", allocs},
       {"saved_activations",
        {{"total", p.saved_total}, {"per_block", p.saved_by_block}, {"per_kind", p.saved_by_kind}}},
       {"allowance_bytes", p.allowance_bytes},
@@ -275,6 +283,10 @@ std::string profile_table(const MemoryProfile& p) {
   std::snprintf(line, sizeof line, "%-12s %14s   (during %s)\n", "peak",
                 format_bytes(p.peak_bytes).c_str(), p.peak_phase.c_str());
   out += line;
+  std::string by_phase;
+  for (const auto& [n, c] : p.phase_allocs)
+    if (n != "setup") by_phase += (by_phase.empty() ? "" : ", ") + n + " " + std::to_string(c);
+  out += "allocations in one step: " + std::to_string(p.step_allocs) + " (" + by_phase + ")\n";
   out += "saved activations by kind (" + format_bytes(p.saved_total) + " in all):\n";
   for (const auto& [k, b] : p.saved_by_kind) {
     std::snprintf(line, sizeof line, "  %-20s %14s\n", k.c_str(), format_bytes(b).c_str());

@@ -35,6 +35,8 @@ struct MemoryProfile {
   std::array<int64_t, kNumMemCategories> peak_by_category{};  // at the overall peak
   std::array<int64_t, kNumMemCategories> max_by_category{};   // each category's own maximum
   std::vector<std::pair<std::string, int64_t>> phase_peaks;   // peak reached in each phase
+  std::vector<std::pair<std::string, int64_t>> phase_allocs;  // allocator calls in each phase
+  int64_t step_allocs = 0;  // allocator calls in one step (forward, backward and optimizer)
   int64_t saved_total = 0;
   std::map<std::string, int64_t, NaturalLess> saved_by_block;  // "model.layers.0", "head", ...
   std::map<std::string, int64_t> saved_by_kind;  // projections, short_convs, kernel, ...

@@ -180,6 +180,7 @@ TrainerState Trainer::run() {
   int64_t start_step = state_.step;
   while (state_.step < cfg_.train.steps) {
     const double t0 = now_s();
+    const int64_t allocs_before = memory_stats(device_).num_allocs;
     const double loss = train_step();
     const double norm = clip_gradients();
     if (!std::isfinite(loss) || !std::isfinite(norm))
@@ -189,6 +190,7 @@ TrainerState Trainer::run() {
     state_.step++;
     state_.tokens_seen += tokens_per_step;
     const double dt = now_s() - t0;
+    window_allocs_ += memory_stats(device_).num_allocs - allocs_before;
     state_.elapsed_s = elapsed_before + (now_s() - run_start);
     if (std::isfinite(loss)) log_step(loss, norm, dt, tokens_per_step);
     // Sampled once per step (and agreed over ranks): every rank takes the same branches below.
@@ -284,6 +286,7 @@ void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64
                    {"mfu", mfu},
                    {"mem_bytes", mem.total},
                    {"peak_mem_bytes", mem.peak},
+                   {"allocs_per_step", double(window_allocs_) / double(window_steps_)},
                    {"elapsed_s", state_.elapsed_s}});
   if (reducer_)
     metrics_->write({{"step", state_.step},
@@ -301,7 +304,7 @@ void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64
 
 void Trainer::reset_window() {
   window_loss_ = window_seconds_ = window_comm_s_ = window_wait_s_ = 0;
-  window_steps_ = window_tokens_ = 0;
+  window_steps_ = window_tokens_ = window_allocs_ = 0;
 }
 
 EvalStats Trainer::evaluate() {

@@ -111,6 +111,7 @@ class Trainer {
   // Running window for the progress line.
   double window_loss_ = 0, window_seconds_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0;
+  int64_t window_allocs_ = 0;  // allocator calls by the window's steps (buffers not reused)
   double window_comm_s_ = 0, window_wait_s_ = 0;  // gradient all-reduce time (data-parallel)
 };
 
