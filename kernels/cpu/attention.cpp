@@ -21,6 +21,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/fast_exp.h"
@@ -191,6 +192,25 @@ void load_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* dst)
     for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = to_acc(src[i * stride + j]);
 }
 
+// Rows of a [rows, D] tile as the GEMMs read them: first row and leading dim.
+template <typename A>
+struct Rows {
+  const A* at;
+  int64_t ld;
+};
+
+// The tile src[i * stride, 0:cols], i < rows: the tensor itself (strided, no copy) when it is
+// already in the acc type, else converted into buf.
+template <typename T, typename A>
+Rows<A> view_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return {src, stride};
+  } else {
+    load_rows(src, stride, rows, cols, buf);
+    return {buf, cols};
+  }
+}
+
 // dst[i * stride, 0:cols] = mul_i src[i, :] for i < rows (mul null: 1), converted to T.
 template <typename T, typename A>
 void store_rows(const A* src, int64_t rows, int64_t cols, const A* mul, T* dst, int64_t stride) {
@@ -247,7 +267,7 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, cons
                   A* lse, const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const A scale = A(p.scale);
-  load_rows(rows_of(q, qt.seq, r0, p.H, h, D), p.H * D, br, D, w.q);
+  const Rows<A> qr = view_rows(rows_of(q, qt.seq, r0, p.H, h, D), p.H * D, br, D, w.q);
   std::fill(w.o, w.o + br * D, A(0));
   A m[kQueryTile], l[kQueryTile];  // running row max and row sum of exp(S - m)
   std::fill(m, m + br, -std::numeric_limits<A>::infinity());
@@ -256,11 +276,12 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, cons
   for (int64_t c = first; c <= last; ++c) {
     // Keys after the tile's last query are invisible to it: their columns are not computed.
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
-    load_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
-    load_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
-    cpu::gemm(false, true, br, bc, D, scale, w.q, D, w.k, D, A(0), w.s, w.krows);  // S = sc Q K^T
+    const Rows<A> kr = view_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
+    const Rows<A> vr = view_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
+    cpu::gemm(false, true, br, bc, D, scale, qr.at, qr.ld, kr.at, kr.ld, A(0), w.s,
+              w.krows);  // S = sc Q K^T
     online_softmax_step(p, w, r0, br, c0, bc, m, l);
-    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.krows, w.v, D, A(1), w.o, D);  // O += P V
+    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.krows, vr.at, vr.ld, A(1), w.o, D);  // += P V
   }
   // Each query sees at least itself, so l > 0: o = O / l, lse = m + log l.
   A inv_l[kQueryTile];
@@ -289,24 +310,37 @@ void compute_delta(const Problem& p, const T* o, const T* d_o, A* delta) {
     }
 }
 
-// With w.q, w.k of the query tile at r0 (br rows) and the key tile at c0 (bc rows) loaded:
+// The query-side rows of a tile (Q, dO) and the key-side rows (K, V).
+template <typename A>
+struct QuerySide {
+  Rows<A> q, d_o;
+};
+template <typename A>
+struct KeySide {
+  Rows<A> k, v;
+};
+
+// Given Q of the query tile at r0 (br rows) and K of the key tile at c0 (bc rows):
 // w.s = P = exp(scale Q K^T - lse), 0 where masked.
 template <typename A>
-void recompute_probs(const Problem& p, const Scratch<A>& w, int64_t r0, int64_t br, int64_t c0,
-                     int64_t bc, const A* lse_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(p.scale), w.q, p.D, w.k, p.D, A(0), w.s, w.krows);
+void recompute_probs(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
+                     const KeySide<A>& ks, int64_t r0, int64_t br, int64_t c0, int64_t bc,
+                     const A* lse_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(p.scale), qs.q.at, qs.q.ld, ks.k.at, ks.k.ld, A(0), w.s,
+            w.krows);
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
     exp_visible(keys, bc, lse_rows[i], w.s + i * w.krows);
   }
 }
 
-// With w.s = P, w.d_o and w.v loaded: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries
-// have P = 0, so dS = 0 there).
+// With w.s = P: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries have P = 0, so dS = 0
+// there).
 template <typename A>
-void score_grads(const Problem& p, const Scratch<A>& w, int64_t br, int64_t bc,
-                 const A* delta_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(1), w.d_o, p.D, w.v, p.D, A(0), w.dp, w.krows);
+void score_grads(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
+                 const KeySide<A>& ks, int64_t br, int64_t bc, const A* delta_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(1), qs.d_o.at, qs.d_o.ld, ks.v.at, ks.v.ld, A(0), w.dp,
+            w.krows);
   for (int64_t i = 0; i < br; ++i) {
     const A* prob = w.s + i * w.krows;
     A* row = w.dp + i * w.krows;
@@ -316,18 +350,20 @@ void score_grads(const Problem& p, const Scratch<A>& w, int64_t br, int64_t bc,
 
 // Loads the query-side rows of tile (seq, r0, br) of query head h: Q and dO.
 template <typename T, typename A>
-void load_query_side(const Problem& p, const Sequence& s, int64_t r0, int64_t br, int64_t h,
-                     const T* q, const T* d_o, const Scratch<A>& w) {
-  load_rows(rows_of(q, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.q);
-  load_rows(rows_of(d_o, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.d_o);
+QuerySide<A> load_query_side(const Problem& p, const Sequence& s, int64_t r0, int64_t br, int64_t h,
+                             const T* q, const T* d_o, const Scratch<A>& w) {
+  const int64_t ld = p.H * p.D;
+  return {view_rows(rows_of(q, s, r0, p.H, h, p.D), ld, br, p.D, w.q),
+          view_rows(rows_of(d_o, s, r0, p.H, h, p.D), ld, br, p.D, w.d_o)};
 }
 
 // Loads the key-side rows of tile (seq, c0, bc) of kv head kv: K and V.
 template <typename T, typename A>
-void load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
-                   const T* k, const T* v, const Scratch<A>& w) {
-  load_rows(rows_of(k, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.k);
-  load_rows(rows_of(v, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.v);
+KeySide<A> load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
+                         const T* k, const T* v, const Scratch<A>& w) {
+  const int64_t ld = p.HKV * p.D;
+  return {view_rows(rows_of(k, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.k),
+          view_rows(rows_of(v, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.v)};
 }
 
 // dk and dv of key tile kt (kv head kt.head): sums over the group's query heads, and over the
@@ -336,7 +372,7 @@ template <typename T, typename A>
 void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, const T* v,
                     const T* d_o, const A* lse, const A* delta, T* dk, T* dv, const Scratch<A>& w) {
   const int64_t D = p.D, kv = kt.head, c0 = kt.start, bc = kt.rows;
-  load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
+  const KeySide<A> ks = load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
   std::fill(w.dk, w.dk + bc * D, A(0));
   std::fill(w.dv, w.dv + bc * D, A(0));
   const auto [first, last] = query_tiles_seeing(p, c0, bc, kt.seq.len);
@@ -344,12 +380,13 @@ void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, co
     for (int64_t r = first; r <= last; ++r) {
       const int64_t r0 = r * kQueryTile, br = std::min(kQueryTile, kt.seq.len - r0);
       const int64_t stats = stat_index(p, kt.seq.tok0 + r0, h);
-      load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
+      const QuerySide<A> qs = load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
       const int64_t bv = std::min(bc, r0 + br - c0);  // keys after the last query: no gradient
-      recompute_probs(p, w, r0, br, c0, bv, lse + stats);
-      cpu::gemm(true, false, bv, D, br, A(1), w.s, w.krows, w.d_o, D, A(1), w.dv, D);  // P^T dO
-      score_grads(p, w, br, bv, delta + stats);
-      cpu::gemm(true, false, bv, D, br, A(p.scale), w.dp, w.krows, w.q, D, A(1), w.dk,
+      recompute_probs(p, w, qs, ks, r0, br, c0, bv, lse + stats);
+      cpu::gemm(true, false, bv, D, br, A(1), w.s, w.krows, qs.d_o.at, qs.d_o.ld, A(1), w.dv,
+                D);  // P^T dO
+      score_grads(p, w, qs, ks, br, bv, delta + stats);
+      cpu::gemm(true, false, bv, D, br, A(p.scale), w.dp, w.krows, qs.q.at, qs.q.ld, A(1), w.dk,
                 D);  // dS^T Q
     }
   store_rows(w.dk, bc, D, static_cast<const A*>(nullptr), rows_of(dk, kt.seq, c0, p.HKV, kv, D),
@@ -364,16 +401,17 @@ void query_tile_grads(const Problem& p, const Tile& qt, const T* q, const T* k, 
                       const T* d_o, const A* lse, const A* delta, T* dq, const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const int64_t stats = stat_index(p, qt.seq.tok0 + r0, h);
-  load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
+  const QuerySide<A> qs = load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
   std::fill(w.dq, w.dq + br * D, A(0));
   const auto [first, last] = key_tiles_seen(p, r0, br);
   for (int64_t c = first; c <= last; ++c) {
     // Keys after the tile's last query are invisible to it: their columns are not computed.
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
-    load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
-    recompute_probs(p, w, r0, br, c0, bc, lse + stats);
-    score_grads(p, w, br, bc, delta + stats);
-    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.krows, w.k, D, A(1), w.dq, D);  // dS K
+    const KeySide<A> ks = load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
+    recompute_probs(p, w, qs, ks, r0, br, c0, bc, lse + stats);
+    score_grads(p, w, qs, ks, br, bc, delta + stats);
+    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.krows, ks.k.at, ks.k.ld, A(1), w.dq,
+              D);  // dS K
   }
   store_rows(w.dq, br, D, static_cast<const A*>(nullptr), rows_of(dq, qt.seq, r0, p.H, h, D),
              p.H * D);
