@@ -176,7 +176,9 @@ void for_each_tile(const Problem& p, const std::vector<Tile>& tiles, bool backwa
                    const Body& body) {
   const int64_t n = int64_t(tiles.size()), sets = scratch_sets(n);
   const int64_t per_set = Scratch<A>(p, nullptr, backward).used;
-#pragma omp parallel for schedule(static)
+  // Round-robin: a causal tile's cost grows with its index, so contiguous blocks of a head's tiles
+  // would leave one thread the cheap half (which thread runs a set does not change the result).
+#pragma omp parallel for schedule(static, 1)
   for (int64_t j = 0; j < sets; ++j) {
     const Scratch<A> w(p, ws + j * per_set, backward);
     for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
