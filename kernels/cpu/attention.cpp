@@ -125,7 +125,9 @@ int64_t stat_index(const Problem& p, int64_t tok, int64_t h) {
 // Scratch sets: one per work item up to kScratchSets; beyond that items take the sets in turn
 // (item i uses set i mod sets, the sets under a static schedule), so the workspace size is known
 // before the thread count and the result does not depend on it (as kernels/cpu/gdr_internal.h).
-constexpr int64_t kScratchSets = 64;
+// 32 sets (up to 32 threads) keep the backward's workspace near 18 MiB at D = 64: it is freshly
+// allocated per call, and first-touch page faults of a larger one cost more than its GEMMs gain.
+constexpr int64_t kScratchSets = 32;
 int64_t scratch_sets(int64_t items) {
   return std::min(items, kScratchSets);
 }
