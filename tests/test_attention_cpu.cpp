@@ -233,6 +233,8 @@ struct Case {
 std::vector<Case> cases() {
   Problem peaky = attention_problem(1, 130, 2, 1, 16);
   peaky.scale = 1.0;  // score spread ~4: the running max changes across tiles
+  Problem peaky_long = attention_problem(1, 515, 1, 1, 16);
+  peaky_long.scale = 1.0;
   const std::vector<int64_t> cu{0, 5, 70, 100};
   return {
       {"T1", attention_problem(1, 1, 1, 1, 16)},
@@ -252,6 +254,16 @@ std::vector<Case> cases() {
       {"packed", attention_problem(1, 100, 4, 2, 16, 0, cu)},
       {"packed_window17", attention_problem(1, 100, 4, 2, 16, 17, cu)},
       {"packed_long_window3", attention_problem(1, 160, 2, 1, 16, 3, {0, 130, 160})},
+      // T = 2 kKeyTile + 3: several key tiles (256 keys) and query tiles (128 queries), the last
+      // of each partial; the running max changes across key tiles.
+      {"T515_gqa", attention_problem(1, 515, 2, 1, 16)},
+      {"T515_peaky_scale1", peaky_long},
+      {"T515_window300_skips_tiles", attention_problem(1, 515, 2, 1, 16, 300)},
+      // the last query that sees key tile 0 (keys 0..255) is 256 (window 2) or 384 (window 130):
+      // the first row of a query tile
+      {"T515_window2_tile_edge", attention_problem(1, 515, 2, 1, 16, 2)},
+      {"T515_window130_tile_edge", attention_problem(1, 515, 2, 1, 16, 130)},
+      {"packed_long_window100", attention_problem(1, 700, 2, 1, 16, 100, {0, 3, 520, 700})},
       {"packed_150_short",
        attention_problem(1, many_short(150).back(), 1, 1, 16, 0, many_short(150))},
   };

@@ -1,6 +1,6 @@
 // Causal softmax attention on the CPU (kernels/cpu/attention.h), FlashAttention-2 style.
 //
-// Forward, per (sequence, query head, query tile of kTile rows), over the key tiles it sees:
+// Forward, per (sequence, query head, query tile of kQueryTile rows), over the key tiles it sees:
 //   S = scale Q K^T (masked),  m' = max(m, rowmax S),  P = exp(S - m'),
 //   l = l e^{m - m'} + rowsum P,  O = O e^{m - m'} + P V;   at the end O /= l, lse = m + log l.
 // Backward, with Delta_t = do_t . o_t (= rowsum(dP o P), the softmax Jacobian's correction):
@@ -21,6 +21,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/fast_exp.h"
@@ -50,13 +51,13 @@ std::vector<Sequence> sequences(const Problem& p) {
   return s;
 }
 
-int64_t tiles_in(int64_t len) {
-  return (len + kTile - 1) / kTile;
+int64_t tiles_in(int64_t len, int64_t tile) {
+  return (len + tile - 1) / tile;
 }
 
-int64_t total_tiles(const Problem& p) {
+int64_t total_tiles(const Problem& p, int64_t tile) {
   int64_t n = 0;
-  for (const Sequence& s : sequences(p)) n += tiles_in(s.len);
+  for (const Sequence& s : sequences(p)) n += tiles_in(s.len, tile);
   return n;
 }
 
@@ -73,13 +74,13 @@ struct Tile {
   int64_t head, start, rows;
 };
 
-// Every tile of every head, ordered [sequence][head][tile].
-std::vector<Tile> tiles_of(const std::vector<Sequence>& seqs, int64_t heads) {
+// Every tile (of `tile` rows) of every head, ordered [sequence][head][tile].
+std::vector<Tile> tiles_of(const std::vector<Sequence>& seqs, int64_t heads, int64_t tile) {
   std::vector<Tile> tiles;
   for (const Sequence& s : seqs)
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t start = 0; start < s.len; start += kTile)
-        tiles.push_back(Tile{s, h, start, std::min(kTile, s.len - start)});
+      for (int64_t start = 0; start < s.len; start += tile)
+        tiles.push_back(Tile{s, h, start, std::min(tile, s.len - start)});
   return tiles;
 }
 
@@ -103,13 +104,13 @@ Span visible_keys(const Problem& p, int64_t t, int64_t c0, int64_t bc) {
 
 // Key tiles [first, last] (tile indices) that some query of the query tile at r0 (br rows) sees.
 std::pair<int64_t, int64_t> key_tiles_seen(const Problem& p, int64_t r0, int64_t br) {
-  return {first_key(p, r0) / kTile, (r0 + br - 1) / kTile};
+  return {first_key(p, r0) / kKeyTile, (r0 + br - 1) / kKeyTile};
 }
 
 // Query tiles [first, last] with some query that sees the key tile at c0 (bc rows).
 std::pair<int64_t, int64_t> query_tiles_seeing(const Problem& p, int64_t c0, int64_t bc,
                                                int64_t len) {
-  return {c0 / kTile, last_query(p, c0 + bc - 1, len) / kTile};
+  return {c0 / kQueryTile, last_query(p, c0 + bc - 1, len) / kQueryTile};
 }
 
 // Index in the [B, H, T] layout of lse (and Delta) of flattened token `tok`, head h. The rows of a
@@ -124,42 +125,42 @@ int64_t stat_index(const Problem& p, int64_t tok, int64_t h) {
 // Scratch sets: one per work item up to kScratchSets; beyond that items take the sets in turn
 // (item i uses set i mod sets, the sets under a static schedule), so the workspace size is known
 // before the thread count and the result does not depend on it (as kernels/cpu/gdr_internal.h).
-constexpr int64_t kScratchSets = 128;
+// 32 sets (up to 32 threads) keep the backward's workspace near 18 MiB at D = 64: it is freshly
+// allocated per call, and first-touch page faults of a larger one cost more than its GEMMs gain.
+constexpr int64_t kScratchSets = 32;
 int64_t scratch_sets(int64_t items) {
   return std::min(items, kScratchSets);
 }
 
-// Rows a tile buffer holds: kTile, or the longest sequence when that is shorter.
-int64_t tile_rows(const Problem& p) {
-  return std::min(kTile, longest_sequence(p));
-}
-
 // One scratch set of tile buffers (acc type), carved from `base` (null: only count `used`).
-// Row tiles are [rows, D] (leading dim D), score tiles [rows, rows] (leading dim rows).
+// Query-side tiles are [qrows, D], key-side tiles [krows, D] (leading dim D), score tiles
+// [qrows, krows] (leading dim krows); each is a full tile, or the longest sequence when shorter.
 template <typename A>
 struct Scratch {
-  int64_t rows = 0;  // also the leading dim of the score tiles
+  int64_t qrows = 0, krows = 0;  // krows: also the leading dim of the score tiles
   A *q = nullptr, *k = nullptr, *v = nullptr, *s = nullptr;  // s: scores, then P
   A* o = nullptr;                                            // forward: the unnormalised output
   A *d_o = nullptr, *dp = nullptr;                           // backward: dO; dP, then dS
   A *dk = nullptr, *dv = nullptr, *dq = nullptr;             // backward sums (dq reuses dk)
   int64_t used = 0;
 
-  Scratch(const Problem& p, A* base, bool backward) : rows(tile_rows(p)) {
-    const int64_t tile = rows * p.D, scores = rows * rows;
-    q = take(base, tile);
-    k = take(base, tile);
-    v = take(base, tile);
+  Scratch(const Problem& p, A* base, bool backward)
+      : qrows(std::min(kQueryTile, longest_sequence(p))),
+        krows(std::min(kKeyTile, longest_sequence(p))) {
+    const int64_t qtile = qrows * p.D, ktile = krows * p.D, scores = qrows * krows;
+    q = take(base, qtile);
+    k = take(base, ktile);
+    v = take(base, ktile);
     s = take(base, scores);
     if (!backward) {
-      o = take(base, tile);
+      o = take(base, qtile);
       return;
     }
-    d_o = take(base, tile);
+    d_o = take(base, qtile);
     dp = take(base, scores);
-    dk = take(base, tile);
-    dv = take(base, tile);
-    dq = dk;  // the dK/dV pass and the dQ pass run one after the other
+    dk = take(base, ktile);
+    dv = take(base, ktile);
+    dq = dk;  // the dK/dV pass and the dQ pass run one after the other (qrows <= krows)
   }
 
  private:
@@ -177,7 +178,9 @@ void for_each_tile(const Problem& p, const std::vector<Tile>& tiles, bool backwa
                    const Body& body) {
   const int64_t n = int64_t(tiles.size()), sets = scratch_sets(n);
   const int64_t per_set = Scratch<A>(p, nullptr, backward).used;
-#pragma omp parallel for schedule(static)
+  // Round-robin: a causal tile's cost grows with its index, so contiguous blocks of a head's tiles
+  // would leave one thread the cheap half (which thread runs a set does not change the result).
+#pragma omp parallel for schedule(static, 1)
   for (int64_t j = 0; j < sets; ++j) {
     const Scratch<A> w(p, ws + j * per_set, backward);
     for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
@@ -191,6 +194,25 @@ template <typename T, typename A>
 void load_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* dst) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = to_acc(src[i * stride + j]);
+}
+
+// Rows of a [rows, D] tile as the GEMMs read them: first row and leading dim.
+template <typename A>
+struct Rows {
+  const A* at;
+  int64_t ld;
+};
+
+// The tile src[i * stride, 0:cols], i < rows: the tensor itself (strided, no copy) when it is
+// already in the acc type, else converted into buf.
+template <typename T, typename A>
+Rows<A> view_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return {src, stride};
+  } else {
+    load_rows(src, stride, rows, cols, buf);
+    return {buf, cols};
+  }
 }
 
 // dst[i * stride, 0:cols] = mul_i src[i, :] for i < rows (mul null: 1), converted to T.
@@ -229,7 +251,7 @@ void online_softmax_step(const Problem& p, const Scratch<A>& w, int64_t r0, int6
                          int64_t bc, A* m, A* l) {
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    A* row = w.s + i * w.rows;
+    A* row = w.s + i * w.krows;
     A m_new = m[i];
     for (int64_t j = keys.lo; j < keys.hi; ++j) m_new = std::max(m_new, row[j]);
     const A factor = m_new == m[i] ? A(1) : std::exp(m[i] - m_new);
@@ -249,22 +271,24 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, cons
                   A* lse, const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const A scale = A(p.scale);
-  load_rows(rows_of(q, qt.seq, r0, p.H, h, D), p.H * D, br, D, w.q);
+  const Rows<A> qr = view_rows(rows_of(q, qt.seq, r0, p.H, h, D), p.H * D, br, D, w.q);
   std::fill(w.o, w.o + br * D, A(0));
-  A m[kTile], l[kTile];  // running row max and row sum of exp(S - m)
+  A m[kQueryTile], l[kQueryTile];  // running row max and row sum of exp(S - m)
   std::fill(m, m + br, -std::numeric_limits<A>::infinity());
   std::fill(l, l + br, A(0));
   const auto [first, last] = key_tiles_seen(p, r0, br);
   for (int64_t c = first; c <= last; ++c) {
-    const int64_t c0 = c * kTile, bc = std::min(kTile, qt.seq.len - c0);
-    load_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
-    load_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
-    cpu::gemm(false, true, br, bc, D, scale, w.q, D, w.k, D, A(0), w.s, w.rows);  // S = sc Q K^T
+    // Keys after the tile's last query are invisible to it: their columns are not computed.
+    const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
+    const Rows<A> kr = view_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
+    const Rows<A> vr = view_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
+    cpu::gemm(false, true, br, bc, D, scale, qr.at, qr.ld, kr.at, kr.ld, A(0), w.s,
+              w.krows);  // S = sc Q K^T
     online_softmax_step(p, w, r0, br, c0, bc, m, l);
-    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.rows, w.v, D, A(1), w.o, D);  // O += P V
+    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.krows, vr.at, vr.ld, A(1), w.o, D);  // += P V
   }
   // Each query sees at least itself, so l > 0: o = O / l, lse = m + log l.
-  A inv_l[kTile];
+  A inv_l[kQueryTile];
   A* lse_rows = lse + stat_index(p, qt.seq.tok0 + r0, h);
   for (int64_t i = 0; i < br; ++i) {
     inv_l[i] = A(1) / l[i];
@@ -290,45 +314,60 @@ void compute_delta(const Problem& p, const T* o, const T* d_o, A* delta) {
     }
 }
 
-// With w.q, w.k of the query tile at r0 (br rows) and the key tile at c0 (bc rows) loaded:
+// The query-side rows of a tile (Q, dO) and the key-side rows (K, V).
+template <typename A>
+struct QuerySide {
+  Rows<A> q, d_o;
+};
+template <typename A>
+struct KeySide {
+  Rows<A> k, v;
+};
+
+// Given Q of the query tile at r0 (br rows) and K of the key tile at c0 (bc rows):
 // w.s = P = exp(scale Q K^T - lse), 0 where masked.
 template <typename A>
-void recompute_probs(const Problem& p, const Scratch<A>& w, int64_t r0, int64_t br, int64_t c0,
-                     int64_t bc, const A* lse_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(p.scale), w.q, p.D, w.k, p.D, A(0), w.s, w.rows);
+void recompute_probs(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
+                     const KeySide<A>& ks, int64_t r0, int64_t br, int64_t c0, int64_t bc,
+                     const A* lse_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(p.scale), qs.q.at, qs.q.ld, ks.k.at, ks.k.ld, A(0), w.s,
+            w.krows);
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    exp_visible(keys, bc, lse_rows[i], w.s + i * w.rows);
+    exp_visible(keys, bc, lse_rows[i], w.s + i * w.krows);
   }
 }
 
-// With w.s = P, w.d_o and w.v loaded: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries
-// have P = 0, so dS = 0 there).
+// With w.s = P: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries have P = 0, so dS = 0
+// there).
 template <typename A>
-void score_grads(const Problem& p, const Scratch<A>& w, int64_t br, int64_t bc,
-                 const A* delta_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(1), w.d_o, p.D, w.v, p.D, A(0), w.dp, w.rows);
+void score_grads(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
+                 const KeySide<A>& ks, int64_t br, int64_t bc, const A* delta_rows) {
+  cpu::gemm(false, true, br, bc, p.D, A(1), qs.d_o.at, qs.d_o.ld, ks.v.at, ks.v.ld, A(0), w.dp,
+            w.krows);
   for (int64_t i = 0; i < br; ++i) {
-    const A* prob = w.s + i * w.rows;
-    A* row = w.dp + i * w.rows;
+    const A* prob = w.s + i * w.krows;
+    A* row = w.dp + i * w.krows;
     for (int64_t j = 0; j < bc; ++j) row[j] = prob[j] * (row[j] - delta_rows[i]);
   }
 }
 
 // Loads the query-side rows of tile (seq, r0, br) of query head h: Q and dO.
 template <typename T, typename A>
-void load_query_side(const Problem& p, const Sequence& s, int64_t r0, int64_t br, int64_t h,
-                     const T* q, const T* d_o, const Scratch<A>& w) {
-  load_rows(rows_of(q, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.q);
-  load_rows(rows_of(d_o, s, r0, p.H, h, p.D), p.H * p.D, br, p.D, w.d_o);
+QuerySide<A> load_query_side(const Problem& p, const Sequence& s, int64_t r0, int64_t br, int64_t h,
+                             const T* q, const T* d_o, const Scratch<A>& w) {
+  const int64_t ld = p.H * p.D;
+  return {view_rows(rows_of(q, s, r0, p.H, h, p.D), ld, br, p.D, w.q),
+          view_rows(rows_of(d_o, s, r0, p.H, h, p.D), ld, br, p.D, w.d_o)};
 }
 
 // Loads the key-side rows of tile (seq, c0, bc) of kv head kv: K and V.
 template <typename T, typename A>
-void load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
-                   const T* k, const T* v, const Scratch<A>& w) {
-  load_rows(rows_of(k, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.k);
-  load_rows(rows_of(v, s, c0, p.HKV, kv, p.D), p.HKV * p.D, bc, p.D, w.v);
+KeySide<A> load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
+                         const T* k, const T* v, const Scratch<A>& w) {
+  const int64_t ld = p.HKV * p.D;
+  return {view_rows(rows_of(k, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.k),
+          view_rows(rows_of(v, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.v)};
 }
 
 // dk and dv of key tile kt (kv head kt.head): sums over the group's query heads, and over the
@@ -337,19 +376,22 @@ template <typename T, typename A>
 void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, const T* v,
                     const T* d_o, const A* lse, const A* delta, T* dk, T* dv, const Scratch<A>& w) {
   const int64_t D = p.D, kv = kt.head, c0 = kt.start, bc = kt.rows;
-  load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
+  const KeySide<A> ks = load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
   std::fill(w.dk, w.dk + bc * D, A(0));
   std::fill(w.dv, w.dv + bc * D, A(0));
   const auto [first, last] = query_tiles_seeing(p, c0, bc, kt.seq.len);
   for (int64_t h = kv * p.group(); h < (kv + 1) * p.group(); ++h)
     for (int64_t r = first; r <= last; ++r) {
-      const int64_t r0 = r * kTile, br = std::min(kTile, kt.seq.len - r0);
+      const int64_t r0 = r * kQueryTile, br = std::min(kQueryTile, kt.seq.len - r0);
       const int64_t stats = stat_index(p, kt.seq.tok0 + r0, h);
-      load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
-      recompute_probs(p, w, r0, br, c0, bc, lse + stats);
-      cpu::gemm(true, false, bc, D, br, A(1), w.s, w.rows, w.d_o, D, A(1), w.dv, D);  // += P^T dO
-      score_grads(p, w, br, bc, delta + stats);
-      cpu::gemm(true, false, bc, D, br, A(p.scale), w.dp, w.rows, w.q, D, A(1), w.dk, D);  // dS^T Q
+      const QuerySide<A> qs = load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
+      const int64_t bv = std::min(bc, r0 + br - c0);  // keys after the last query: no gradient
+      recompute_probs(p, w, qs, ks, r0, br, c0, bv, lse + stats);
+      cpu::gemm(true, false, bv, D, br, A(1), w.s, w.krows, qs.d_o.at, qs.d_o.ld, A(1), w.dv,
+                D);  // P^T dO
+      score_grads(p, w, qs, ks, br, bv, delta + stats);
+      cpu::gemm(true, false, bv, D, br, A(p.scale), w.dp, w.krows, qs.q.at, qs.q.ld, A(1), w.dk,
+                D);  // dS^T Q
     }
   store_rows(w.dk, bc, D, static_cast<const A*>(nullptr), rows_of(dk, kt.seq, c0, p.HKV, kv, D),
              p.HKV * D);
@@ -363,15 +405,17 @@ void query_tile_grads(const Problem& p, const Tile& qt, const T* q, const T* k, 
                       const T* d_o, const A* lse, const A* delta, T* dq, const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const int64_t stats = stat_index(p, qt.seq.tok0 + r0, h);
-  load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
+  const QuerySide<A> qs = load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
   std::fill(w.dq, w.dq + br * D, A(0));
   const auto [first, last] = key_tiles_seen(p, r0, br);
   for (int64_t c = first; c <= last; ++c) {
-    const int64_t c0 = c * kTile, bc = std::min(kTile, qt.seq.len - c0);
-    load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
-    recompute_probs(p, w, r0, br, c0, bc, lse + stats);
-    score_grads(p, w, br, bc, delta + stats);
-    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.rows, w.k, D, A(1), w.dq, D);  // dS K
+    // Keys after the tile's last query are invisible to it: their columns are not computed.
+    const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
+    const KeySide<A> ks = load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
+    recompute_probs(p, w, qs, ks, r0, br, c0, bc, lse + stats);
+    score_grads(p, w, qs, ks, br, bc, delta + stats);
+    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.krows, ks.k.at, ks.k.ld, A(1), w.dq,
+              D);  // dS K
   }
   store_rows(w.dq, br, D, static_cast<const A*>(nullptr), rows_of(dq, qt.seq, r0, p.H, h, D),
              p.H * D);
@@ -410,14 +454,14 @@ void validate(const Problem& p) {
 
 int64_t forward_workspace_elems(const Problem& p) {
   validate(p);
-  return scratch_sets(p.H * total_tiles(p)) * Scratch<float>(p, nullptr, false).used;
+  return scratch_sets(p.H * total_tiles(p, kQueryTile)) * Scratch<float>(p, nullptr, false).used;
 }
 
 int64_t backward_workspace_elems(const Problem& p) {
   validate(p);
   // The dQ pass has the most items (H per tile; the dK/dV pass HKV per tile).
   return delta_elems(p) +
-         scratch_sets(p.H * total_tiles(p)) * Scratch<float>(p, nullptr, true).used;
+         scratch_sets(p.H * total_tiles(p, kQueryTile)) * Scratch<float>(p, nullptr, true).used;
 }
 
 template <typename T>
@@ -426,7 +470,7 @@ void forward_cpu(const Problem& p, const T* q, const T* k, const T* v, T* o, acc
   using A = acc_t<T>;
   validate(p);
   for_each_tile(
-      p, tiles_of(sequences(p), p.H), false, workspace,
+      p, tiles_of(sequences(p), p.H, kQueryTile), false, workspace,
       [&](const Tile& qt, const Scratch<A>& w) { forward_tile(p, qt, q, k, v, o, lse, w); });
 }
 
@@ -439,12 +483,14 @@ void backward_cpu(const Problem& p, const T* q, const T* k, const T* v, const T*
   A* scratch = workspace + delta_elems(p);
   compute_delta(p, o, d_o, delta);
   const std::vector<Sequence> seqs = sequences(p);
-  for_each_tile(p, tiles_of(seqs, p.HKV), true, scratch, [&](const Tile& kt, const Scratch<A>& w) {
-    key_tile_grads(p, kt, q, k, v, d_o, lse, delta, dk, dv, w);
-  });
-  for_each_tile(p, tiles_of(seqs, p.H), true, scratch, [&](const Tile& qt, const Scratch<A>& w) {
-    query_tile_grads(p, qt, q, k, v, d_o, lse, delta, dq, w);
-  });
+  for_each_tile(p, tiles_of(seqs, p.HKV, kKeyTile), true, scratch,
+                [&](const Tile& kt, const Scratch<A>& w) {
+                  key_tile_grads(p, kt, q, k, v, d_o, lse, delta, dk, dv, w);
+                });
+  for_each_tile(p, tiles_of(seqs, p.H, kQueryTile), true, scratch,
+                [&](const Tile& qt, const Scratch<A>& w) {
+                  query_tile_grads(p, qt, q, k, v, d_o, lse, delta, dq, w);
+                });
 }
 
 #define GDN_ATTN_INSTANTIATE(T)                                                             \
