@@ -158,7 +158,9 @@ constexpr size_t kMaxGraphs = 256;
 const Entry& entry_for(const Problem& p, bool backward, cudaStream_t stream) {
   int device = 0;
   GDN_KCUDA_CHECK(cudaGetDevice(&device));
-  thread_local std::map<GraphKey, Entry> graphs;
+  // Never destroyed: no cuDNN descriptor is freed at thread or process exit, after cuDNN's own
+  // state may be gone (as conv_cudnn.cu's plans).
+  thread_local auto& graphs = *new std::map<GraphKey, Entry>;
   const GraphKey key = graph_key(p, SdpaType::bf16, device, backward);
   auto it = graphs.find(key);
   if (it != graphs.end()) return it->second;
