@@ -4,7 +4,8 @@
 # Environment: GDN_BUILD_DIR (build), GDN_BUILD_TYPE (Release), GDN_JOBS (nproc), GDN_WERROR,
 # GDN_CMAKE_ARGS (extra cmake arguments, last so they win), GDN_TARGETS (only these targets, e.g.
 # "gdn"; default all), GDN_FOR_THIS_MACHINE=1 (CUDA only for the GPUs present: architectures
-# "native"; no CUDA at all when there is no GPU).
+# "native"; no CUDA at all when there is no GPU). A CUDA configure downloads cuDNN's frontend
+# headers (attention) into the build dir; offline, GDN_CMAKE_ARGS=-DGDN_CUDNN_FRONTEND_DIR=<dir>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

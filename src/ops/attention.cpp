@@ -1,12 +1,16 @@
 // attention(): shape and dtype checks, the output and the saved lse (tagged activation by
 // autograd when saved), workspaces (tagged workspace, freed after each call), then the kernel of
-// the device (kernels/cpu/attention.h, kernels/cuda/attention_cuda.h). On meta only the
-// allocations happen (workspaces sized as the CPU's).
+// the device (kernels/cpu/attention.h, kernels/cuda/attention_cuda.h; on CUDA bf16 cuDNN's fused
+// attention where attn::run_on_cudnn says so, kernels/cuda/attention_cudnn.h, each pass deciding
+// for itself: both save the same lse). On meta only the allocations happen (workspaces sized as
+// the CPU's).
 #include "src/ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/attention.h"
 #if defined(GDN_WITH_CUDA)
@@ -71,9 +75,37 @@ int64_t workspace_elems(const attn::Problem& p, Device dev, bool backward) {
   return backward ? attn::backward_workspace_elems(p) : attn::forward_workspace_elems(p);
 }
 
+// Bytes of cuDNN workspace when this pass runs on cuDNN's fused attention, -1 when the device's
+// own kernel runs it (CPU, meta, flash asked for, or cuDNN unable under auto).
+int64_t cudnn_bytes(const attn::Problem& p, attn::Impl impl, DType dt, Device dev, bool backward) {
+#if defined(GDN_WITH_CUDA)
+  if (!dev.is_cuda()) return -1;
+  attn::Impl req = attn::Impl::automatic;
+  try {
+    req = attn::requested_impl(impl, std::getenv("GDN_ATTENTION"));
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("attention: GDN_ATTENTION: ", e.what());
+  }
+  if (req == attn::Impl::flash) return -1;
+  std::string why = str_cat("cuDNN's fused attention runs bf16 here, got ", dtype_name(dt));
+  const int64_t bytes = dt == DType::bfloat16
+                            ? attn::cudnn_workspace_bytes(p, backward, detail::stream_of(dev), &why)
+                            : -1;
+  try {
+    attn::run_on_cudnn(req, bytes >= 0 ? std::string() : why);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("attention: ", e.what());
+  }
+  return bytes;
+#else
+  (void)p, (void)impl, (void)dt, (void)dev, (void)backward;
+  return -1;
+#endif
+}
+
 class AttentionFn final : public autograd::Function {
  public:
-  explicit AttentionFn(attn::Problem p) : p_(std::move(p)) {}
+  AttentionFn(attn::Problem p, attn::Impl impl) : p_(std::move(p)), impl_(impl) {}
   const char* name() const override { return "attention"; }
 
   // inputs: q, k, v (contiguous)
@@ -83,7 +115,13 @@ class AttentionFn final : public autograd::Function {
     const DType ad = acc_dtype(q.dtype());
     Tensor o = empty(q.shape(), q.dtype(), dev);
     Tensor lse = empty({p_.B, p_.H, p_.T}, ad, dev);
-    {
+    if (const int64_t bytes = cudnn_bytes(p_, impl_, q.dtype(), dev, false); bytes >= 0) {
+#if defined(GDN_WITH_CUDA)
+      Tensor ws = workspace((bytes + 3) / 4, DType::float32, dev);
+      attn::forward_cudnn(p_, ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<bf16>(o),
+                          ptr<float>(lse), ws.data_ptr(), detail::stream_of(dev));
+#endif
+    } else {
       Tensor ws = workspace(workspace_elems(p_, dev, false), ad, dev);
       if (!dev.is_meta()) {
         dispatch_dtype<KernelTypes>(q.dtype(), "attention", [&](auto tag) {
@@ -113,7 +151,14 @@ class AttentionFn final : public autograd::Function {
     Tensor d_o = contiguous(cast(grads[0], dt));
     Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
     Tensor dv = empty(v.shape(), dt, dev);
-    {
+    if (const int64_t bytes = cudnn_bytes(p_, impl_, dt, dev, true); bytes >= 0) {
+#if defined(GDN_WITH_CUDA)
+      Tensor ws = workspace((bytes + 3) / 4, DType::float32, dev);
+      attn::backward_cudnn(p_, ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<bf16>(o),
+                           ptr<float>(lse), ptr<bf16>(d_o), ptr<bf16>(dq), ptr<bf16>(dk),
+                           ptr<bf16>(dv), ws.data_ptr(), detail::stream_of(dev));
+#endif
+    } else {
       Tensor ws = workspace(workspace_elems(p_, dev, true), ad, dev);
       if (!dev.is_meta()) {
         dispatch_dtype<KernelTypes>(dt, "attention", [&](auto tag) {
@@ -136,6 +181,7 @@ class AttentionFn final : public autograd::Function {
 
  private:
   attn::Problem p_;
+  attn::Impl impl_;
 };
 
 }  // namespace
@@ -143,7 +189,7 @@ class AttentionFn final : public autograd::Function {
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
   detail::common_device("attention", {q, k, v});
   attn::Problem p = problem_of(q, k, v, opt);
-  auto fn = std::make_shared<AttentionFn>(std::move(p));
+  auto fn = std::make_shared<AttentionFn>(std::move(p), opt.impl);
   return autograd::apply(fn, {contiguous(q), contiguous(k), contiguous(v)})[0];
 }
 

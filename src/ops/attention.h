@@ -6,11 +6,14 @@
 // first(t) = sequence start (window 0) or max(start, t - window + 1).
 // The autograd op is named "attention"; it saves q, k, v, o and the row log-sum-exp lse
 // [B, H, T] (the kernel residual of the memory profile, layers/token_mixer.cpp).
-// CPU, CUDA (kernels written and compiled, not yet run on a GPU) and meta (shapes only).
+// CPU, CUDA (kernels written and compiled, not yet run on a GPU) and meta (shapes only). On CUDA
+// bf16 runs cuDNN's fused attention where it supports the problem (kernels/cuda/attention_cudnn.h;
+// AttentionOptions::impl or GDN_ATTENTION=auto|cudnn|flash), our flash kernel otherwise.
 #pragma once
 #include <optional>
 #include <vector>
 
+#include "kernels/cuda/attention_cudnn.h"
 #include "src/core/tensor.h"
 
 namespace gdn::ops {
@@ -21,6 +24,9 @@ struct AttentionOptions {
   // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1): no
   // query sees another sequence's keys. Empty: B rows of T tokens.
   std::vector<int64_t> cu_seqlens;
+  // CUDA only: auto (GDN_ATTENTION's choice, itself auto by default: cuDNN where it supports the
+  // problem), cudnn (an error where it cannot run) or flash (our kernel).
+  attn::Impl impl = attn::Impl::automatic;
 };
 
 // fp32, fp64 or bf16 inputs of one dtype; the output has their dtype.
