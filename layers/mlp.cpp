@@ -14,7 +14,7 @@ GatedMLP::GatedMLP(int64_t hidden_size, int64_t intermediate_size, const InitCon
 
 Tensor GatedMLP::forward(const Tensor& x) const {
   ModuleScope scope(*this);
-  return down_proj->forward(ops::mul(ops::silu(gate_proj->forward(x)), up_proj->forward(x)));
+  return down_proj->forward(ops::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 }  // namespace gdn::nn

@@ -36,14 +36,15 @@ Tensor Block::forward(const Tensor& x, Checkpointing checkpointing, const CuSeql
         {x})[0];
   else
     mixed = attn->forward(attn_norm->forward(x), cu);
-  Tensor h = ops::add(x, mixed);
-  return ops::add(h, mlp->forward(mlp_norm->forward(h)));
+  auto [h, normed] = mlp_norm->forward_residual(x, mixed);  // h = x + mixed and its norm, fused
+  return ops::add(h, mlp->forward(normed));
 }
 
 Tensor Block::forward_with_state(const Tensor& x, LayerState& state) const {
   ModuleScope scope(*this);
-  Tensor h = ops::add(x, attn->forward_with_state(attn_norm->forward(x), state));
-  return ops::add(h, mlp->forward(mlp_norm->forward(h)));
+  auto [h, normed] =
+      mlp_norm->forward_residual(x, attn->forward_with_state(attn_norm->forward(x), state));
+  return ops::add(h, mlp->forward(normed));
 }
 
 Backbone::Backbone(const ModelConfig& cfg, const InitContext& ctx) {

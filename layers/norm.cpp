@@ -14,6 +14,11 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return ops::rms_norm(x, ops::cast(weight, x.dtype()), eps);
 }
 
+std::pair<Tensor, Tensor> RMSNorm::forward_residual(const Tensor& x, const Tensor& residual) const {
+  ModuleScope scope(*this);
+  return ops::add_rms_norm(x, residual, ops::cast(weight, x.dtype()), eps);
+}
+
 GatedRMSNorm::GatedRMSNorm(int64_t dim, double eps_in, const InitContext& ctx,
                            GateActivation activation)
     : RMSNorm(dim, eps_in, ctx), sigmoid_gate_(activation == GateActivation::sigmoid) {}
@@ -22,8 +27,7 @@ Tensor GatedRMSNorm::forward(const Tensor& x, const Tensor& gate) const {
   ModuleScope scope(*this);
   GDN_CHECK(x.shape() == gate.shape(), "gated norm: input ", shape_str(x.shape()), " and gate ",
             shape_str(gate.shape()), " differ");
-  const Tensor g = sigmoid_gate_ ? ops::sigmoid(gate) : ops::silu(gate);
-  return ops::mul(ops::rms_norm(x, ops::cast(weight, x.dtype()), eps), g);
+  return ops::gated_rms_norm(x, ops::cast(weight, x.dtype()), gate, eps, sigmoid_gate_);
 }
 
 }  // namespace gdn::nn

@@ -11,6 +11,8 @@ class RMSNorm : public Module {
  public:
   RMSNorm(int64_t dim, double eps, const InitContext& ctx);
   Tensor forward(const Tensor& x) const;
+  // {h, forward(h)} with h = x + residual, in one pass (ops::add_rms_norm).
+  std::pair<Tensor, Tensor> forward_residual(const Tensor& x, const Tensor& residual) const;
   Tensor weight;
   double eps;
 };

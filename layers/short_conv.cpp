@@ -13,7 +13,7 @@ ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
 
 Tensor ShortConv::forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens) const {
   ModuleScope scope(*this);
-  return ops::silu(ops::causal_conv1d(x, ops::cast(weight, x.dtype()), cu_seqlens));
+  return ops::causal_conv1d_silu(x, ops::cast(weight, x.dtype()), cu_seqlens);  // conv + SiLU fused
 }
 
 }  // namespace gdn::nn

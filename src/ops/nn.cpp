@@ -6,6 +6,7 @@
 // back).
 #include <algorithm>
 
+#include "kernels/cpu/fused.h"
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/nn.h"  // a plain header: its scratch sizes are used in every build
@@ -430,6 +431,58 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
                                             gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st),
                 conv1d_backward_cuda(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
                                      gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st, dev));
+          });
+          return std::vector<Tensor>{dx, dw};
+        });
+  return y;
+}
+
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
+                          const std::vector<int64_t>& cu_seqlens) {
+  const Device dev = detail::common_device("causal_conv1d_silu", {x, weight_in});
+  if (dev.is_cuda()) return silu(causal_conv1d(x, weight_in, cu_seqlens));  // CUDA: unfused
+  detail::check_same_dtype("causal_conv1d_silu", x, weight_in);
+  detail::check_floating("causal_conv1d_silu", x);
+  Tensor weight = weight_in;
+  if (weight.dim() == 3) {
+    GDN_CHECK(weight.size(1) == 1, "causal_conv1d_silu: depthwise weight must be [C, 1, W], got ",
+              shape_str(weight.shape()));
+    weight = reshape(weight, {weight.size(0), weight.size(2)});
+  }
+  GDN_CHECK(x.dim() == 3 && weight.dim() == 2 && weight.size(0) == x.size(2),
+            "causal_conv1d_silu: input ", shape_str(x.shape()), " ([B, T, C]) and weight ",
+            shape_str(weight_in.shape()), " ([C, W])");
+  const int64_t b = x.size(0), t = x.size(1), c = x.size(2), k = weight.size(1);
+  Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
+  Tensor starts = conv_seq_starts(cu_seqlens, b, t, dev);
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  dispatch_dtype<FloatingTypes>(x.dtype(), "causal_conv1d_silu", [&](auto tag) {
+    using scalar_t = typename decltype(tag)::type;
+    if (dev.is_cpu())
+      cpu::causal_conv1d_silu_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
+                                      y.data<scalar_t>(), seq_start_ptr(starts));
+  });
+  // Saves x and w only: backward recomputes the conv (W taps) rather than storing [B, T, C].
+  if (autograd::needs_grad({x, weight}))
+    autograd::record(
+        "causal_conv1d_silu", {x, weight}, y, {xc, wc, starts},
+        [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
+            const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+          Tensor gc = contiguous(g[0]);
+          const Device dev = gc.device();
+          Tensor dp = empty(s[0].shape(), s[0].dtype(), dev);
+          Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
+          Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
+          const int64_t* st = seq_start_ptr(s[2]);
+          dispatch_dtype<FloatingTypes>(gc.dtype(), "causal_conv1d_silu backward", [&](auto tag) {
+            using scalar_t = typename decltype(tag)::type;
+            if (!dev.is_cpu()) return;
+            const scalar_t *xp = s[0].data<scalar_t>(), *wp = s[1].data<scalar_t>();
+            cpu::causal_conv1d_silu_grad(xp, wp, gc.data<scalar_t>(), b, t, c, k,
+                                         dp.data<scalar_t>(), st);
+            cpu::causal_conv1d_backward(xp, wp, dp.data<scalar_t>(), b, t, c, k,
+                                        gx ? dx.data<scalar_t>() : nullptr,
+                                        gw ? dw.data<scalar_t>() : nullptr, st);
           });
           return std::vector<Tensor>{dx, dw};
         });

@@ -91,6 +91,24 @@ void add_gradcheck_cases(Cases& c) {
   add_checked(c, "l2_norm", {In::normal({2, 3, 5})}, [](auto& x) { return l2_norm(x[0], 1e-6); });
   add_checked(c, "causal_conv1d", {In::normal({2, 5, 3}), In::normal({3, 1, 4})},
               [](auto& x) { return causal_conv1d(x[0], x[1]); });
+  // The fused layer ops (src/ops/fused.cpp): every input, and both outputs of add_rms_norm.
+  add_checked(c, "causal_conv1d_silu", {In::normal({2, 5, 3}), In::normal({3, 1, 4})},
+              [](auto& x) { return causal_conv1d_silu(x[0], x[1]); });
+  add_checked(c, "causal_conv1d_silu_packed", {In::normal({1, 9, 3}), In::normal({3, 4})},
+              [](auto& x) {
+                return causal_conv1d_silu(x[0], x[1], {0, 2, 3, 9});
+              });
+  add_checked(c, "swiglu", {In::normal({3, 5}), In::normal({3, 5})},
+              [](auto& x) { return swiglu(x[0], x[1]); });
+  for (bool sig : {false, true})
+    add_checked(c, sig ? "gated_rms_norm_sigmoid" : "gated_rms_norm_silu",
+                {In::normal({2, 2, 6}), In::normal({6}), In::normal({2, 2, 6})},
+                [sig](auto& x) { return gated_rms_norm(x[0], x[1], x[2], 1e-6, sig); });
+  add_checked(c, "add_rms_norm", {In::normal({3, 6}), In::normal({3, 6}), In::normal({6})},
+              [](auto& x) {
+                auto [h, y] = add_rms_norm(x[0], x[1], x[2], 1e-6);
+                return concat({h, y}, 0);
+              });
   add_checked(c, "views", {In::normal({2, 3, 4})}, [](auto& x) {
     Tensor a = permute(x[0], {2, 0, 1});            // [4, 2, 3]
     Tensor b = slice(reshape(a, {8, 3}), 0, 2, 7);  // [5, 3]

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "src/core/tensor.h"
@@ -104,6 +105,20 @@ Tensor l2_norm(const Tensor& x, double eps = 1e-6);
 // at its own start: no tap reads across a boundary, forward or backward.
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight,
                      const std::vector<int64_t>& cu_seqlens = {});
+
+// ---- fused layer ops (one CPU pass each way instead of one per op; src/ops/fused.cpp, and the
+// conv's in nn.cpp; on CUDA they run the unfused ops they replace) ---------------------------
+// silu(causal_conv1d(x, weight, cu_seqlens)); backward recomputes the conv instead of saving it.
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight,
+                          const std::vector<int64_t>& cu_seqlens = {});
+// SwiGLU: silu(gate) * up, same shapes.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+// rms_norm(x, weight, eps) * act(gate), act = sigmoid or silu; gate the shape of x.
+Tensor gated_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& gate, double eps,
+                      bool sigmoid_gate);
+// The pre-norm residual: {h, rms_norm(h, weight, eps)} with h = x + residual (same shapes).
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual,
+                                       const Tensor& weight, double eps);
 
 // ---- shape ---------------------------------------------------------------------------------
 Tensor view(const Tensor& a, const Shape& shape);     // no copy; requires compatible strides

@@ -1,0 +1,254 @@
+// CPU fused layer-op kernels. Each row (or element) is one pass over memory; reductions run in
+// a fixed order and parameter gradients (dw) are summed per column over rows in order, so results
+// are deterministic, as in kernels/cpu/nn.cpp.
+#include "kernels/cpu/fused.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/elementwise_ops.h"
+
+namespace gdn::cpu {
+
+namespace {
+constexpr int64_t kPar = 1 << 14;
+constexpr int64_t kChanBlock = 64;  // conv channels per accumulator block (on the stack)
+
+using kern::sigmoid_of;
+
+// act(z) and act'(z) of the gate: sigmoid (s, s (1 - s)) or silu (z s, s (1 + z (1 - s))).
+template <typename A>
+inline void gate_act(A z, bool sigmoid_gate, A& a, A& da) {
+  const A s = sigmoid_of(z);
+  if (sigmoid_gate) {
+    a = s;
+    da = s * (A(1) - s);
+  } else {
+    a = z * s;
+    da = s * (A(1) + z * (A(1) - s));
+  }
+}
+
+// sum_j x_j^2 of one row, in index order.
+template <typename A>
+inline A row_sum_squares(const A* v, int64_t d) {
+  A ss = 0;
+  for (int64_t j = 0; j < d; ++j) ss += v[j] * v[j];
+  return ss;
+}
+
+// The first position a tap of output s may read: its sequence's start (0 unpacked).
+inline int64_t first_tap(const int64_t* seq_start, int64_t s) {
+  return seq_start ? seq_start[s] : 0;
+}
+
+// acc[ch - c0] = conv(x, w) at (bi, s) for channels [c0, c1): taps in ascending order (the order
+// of causal_conv1d_forward), each tap a contiguous run over channels so it vectorizes.
+template <typename T>
+inline void conv_block(const T* x, const T* w, int64_t t, int64_t c, int64_t k, int64_t bi,
+                       int64_t s, int64_t lo, int64_t c0, int64_t c1, acc_t<T>* acc) {
+  using A = acc_t<T>;
+  for (int64_t ch = c0; ch < c1; ++ch) acc[ch - c0] = A(0);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t src = s - k + 1 + j;
+    if (src < lo) continue;
+    const T* xr = x + (bi * t + src) * c;
+    for (int64_t ch = c0; ch < c1; ++ch) acc[ch - c0] += to_acc(w[ch * k + j]) * to_acc(xr[ch]);
+  }
+}
+}  // namespace
+
+template <typename T>
+void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const A gi = to_acc(g[i]);
+    y[i] = from_acc<T>(gi * sigmoid_of(gi) * to_acc(u[i]));
+  }
+}
+
+template <typename T>
+void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* du) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const A gi = to_acc(g[i]), s = sigmoid_of(gi), d = to_acc(dy[i]);
+    dg[i] = from_acc<T>(d * to_acc(u[i]) * s * (A(1) + gi * (A(1) - s)));
+    du[i] = from_acc<T>(d * gi * s);
+  }
+}
+
+template <typename T>
+void gated_rms_norm_forward(const T* x, const T* w, const T* z, int64_t n, int64_t d, double eps,
+                            bool sigmoid_gate, T* y, acc_t<T>* rstd) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const T *xr = x + i * d, *zr = z + i * d;
+    A ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
+    const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
+    rstd[i] = r;
+    T* yr = y + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      A a, da;
+      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+      yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)) * a);
+    }
+  }
+}
+
+template <typename T>
+void gated_rms_norm_backward(const T* x, const T* w, const T* z, const acc_t<T>* rstd, const T* dy,
+                             int64_t n, int64_t d, bool sigmoid_gate, T* dx, T* dz, T* dw) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
+    const A r = rstd[i];
+    A dot = 0;  // sum_j dn_j w_j x_j
+    for (int64_t j = 0; j < d; ++j) {
+      A a, da;
+      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+      const A wj = w ? to_acc(w[j]) : A(1);
+      dot += to_acc(gr[j]) * a * wj * to_acc(xr[j]);
+      dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * da);
+    }
+    const A cf = dot * r * r / A(d);
+    for (int64_t j = 0; j < d; ++j) {
+      A a, da;
+      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+      const A wj = w ? to_acc(w[j]) : A(1);
+      dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * a * wj - to_acc(xr[j]) * cf));
+    }
+  }
+  if (!dw) return;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t j = 0; j < d; ++j) {
+    A acc = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      A a, da;
+      gate_act(to_acc(z[i * d + j]), sigmoid_gate, a, da);
+      acc += to_acc(dy[i * d + j]) * a * to_acc(x[i * d + j]) * rstd[i];
+    }
+    dw[j] = from_acc<T>(acc);
+  }
+}
+
+template <typename T>
+void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t d, double eps,
+                          T* h, T* y, acc_t<T>* rstd) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const T *xr = x + i * d, *rr = r + i * d;
+    T* hr = h + i * d;
+    A ss = 0;
+    // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
+    for (int64_t j = 0; j < d; ++j) {
+      hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
+      ss += to_acc(hr[j]) * to_acc(hr[j]);
+    }
+    const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
+    rstd[i] = rs;
+    T* yr = y + i * d;
+    for (int64_t j = 0; j < d; ++j)
+      yr[j] = from_acc<T>(to_acc(hr[j]) * rs * (w ? to_acc(w[j]) : A(1)));
+  }
+}
+
+template <typename T>
+void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T* dy,
+                           const T* dh_out, int64_t n, int64_t d, T* dh, T* dw) {
+  using A = acc_t<T>;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t i = 0; i < n; ++i) {
+    const T *hr = h + i * d, *gr = dy + i * d;
+    const A r = rstd[i];
+    A dot = 0;  // sum_j dy_j w_j h_j
+    for (int64_t j = 0; j < d; ++j)
+      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(hr[j]);
+    const A cf = dot * r * r / A(d);
+    T* dr = dh + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      // the norm's dx rounded to T first, then the direct gradient added: add's accumulation
+      const T dn =
+          from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(hr[j]) * cf));
+      dr[j] = dh_out ? from_acc<T>(to_acc(dn) + to_acc(dh_out[i * d + j])) : dn;
+    }
+  }
+  if (!dw) return;
+#pragma omp parallel for schedule(static) if (n * d >= kPar)
+  for (int64_t j = 0; j < d; ++j) {
+    A acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += to_acc(dy[i * d + j]) * to_acc(h[i * d + j]) * rstd[i];
+    dw[j] = from_acc<T>(acc);
+  }
+}
+
+template <typename T>
+void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
+                                T* y, const int64_t* seq_start) {
+  using A = acc_t<T>;
+#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t s = 0; s < t; ++s) {
+      const int64_t lo = first_tap(seq_start, s);
+      T* yr = y + (bi * t + s) * c;
+      A acc[kChanBlock];
+      for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
+        const int64_t c1 = std::min(c, c0 + kChanBlock);
+        conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          const A p = to_acc(from_acc<T>(acc[ch - c0]));  // rounded to T, as the unfused conv
+          yr[ch] = from_acc<T>(p * sigmoid_of(p));
+        }
+      }
+    }
+}
+
+template <typename T>
+void causal_conv1d_silu_grad(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
+                             int64_t k, T* dp, const int64_t* seq_start) {
+  using A = acc_t<T>;
+#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t s = 0; s < t; ++s) {
+      const int64_t lo = first_tap(seq_start, s);
+      const T* gr = dy + (bi * t + s) * c;
+      T* dr = dp + (bi * t + s) * c;
+      A acc[kChanBlock];
+      for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
+        const int64_t c1 = std::min(c, c0 + kChanBlock);
+        conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          // the pre-activation rounded to T, as the unfused conv stores it
+          const A p = to_acc(from_acc<T>(acc[ch - c0])), sg = sigmoid_of(p);
+          dr[ch] = from_acc<T>(to_acc(gr[ch]) * sg * (A(1) + p * (A(1) - sg)));
+        }
+      }
+    }
+}
+
+#define INST(T)                                                                                   \
+  template void swiglu_forward<T>(const T*, const T*, int64_t, T*);                               \
+  template void swiglu_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);                \
+  template void gated_rms_norm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, double, \
+                                          bool, T*, acc_t<T>*);                                   \
+  template void gated_rms_norm_backward<T>(const T*, const T*, const T*, const acc_t<T>*,         \
+                                           const T*, int64_t, int64_t, bool, T*, T*, T*);         \
+  template void add_rms_norm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, double,   \
+                                        T*, T*, acc_t<T>*);                                       \
+  template void add_rms_norm_backward<T>(const T*, const T*, const acc_t<T>*, const T*, const T*, \
+                                         int64_t, int64_t, T*, T*);                               \
+  template void causal_conv1d_silu_forward<T>(const T*, const T*, int64_t, int64_t, int64_t,      \
+                                              int64_t, T*, const int64_t*);                       \
+  template void causal_conv1d_silu_grad<T>(const T*, const T*, const T*, int64_t, int64_t,        \
+                                           int64_t, int64_t, T*, const int64_t*);
+INST(float)
+INST(double)
+INST(bf16)
+INST(fp16)
+
+}  // namespace gdn::cpu
