@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/nn.h"
 #include "kernels/elementwise_ops.h"
 
 namespace gdn::cpu {
@@ -161,30 +162,7 @@ void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t
 template <typename T>
 void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T* dy,
                            const T* dh_out, int64_t n, int64_t d, T* dh, T* dw) {
-  using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T *hr = h + i * d, *gr = dy + i * d;
-    const A r = rstd[i];
-    A dot = 0;  // sum_j dy_j w_j h_j
-    for (int64_t j = 0; j < d; ++j)
-      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(hr[j]);
-    const A cf = dot * r * r / A(d);
-    T* dr = dh + i * d;
-    for (int64_t j = 0; j < d; ++j) {
-      // the norm's dx rounded to T first, then the direct gradient added: add's accumulation
-      const T dn =
-          from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(hr[j]) * cf));
-      dr[j] = dh_out ? from_acc<T>(to_acc(dn) + to_acc(dh_out[i * d + j])) : dn;
-    }
-  }
-  if (!dw) return;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t j = 0; j < d; ++j) {
-    A acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += to_acc(dy[i * d + j]) * to_acc(h[i * d + j]) * rstd[i];
-    dw[j] = from_acc<T>(acc);
-  }
+  rms_norm_backward(h, w, rstd, dy, n, d, dh, dw, dh_out);  // the norm's dx, then h's own gradient
 }
 
 template <typename T>

@@ -76,7 +76,7 @@ void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, 
 
 template <typename T>
 void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy, int64_t n,
-                       int64_t d, T* dx, T* dw) {
+                       int64_t d, T* dx, T* dw, const T* dx_add) {
   using A = acc_t<T>;
 #pragma omp parallel for schedule(static) if (n * d >= kPar)
   for (int64_t i = 0; i < n; ++i) {
@@ -88,8 +88,10 @@ void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy
       dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
     const A c = dot * r * r / A(d);
     T* dr = dx + i * d;
-    for (int64_t j = 0; j < d; ++j)
-      dr[j] = from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
+    for (int64_t j = 0; j < d; ++j) {
+      const T dn = from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
+      dr[j] = dx_add ? from_acc<T>(to_acc(dn) + to_acc(dx_add[i * d + j])) : dn;
+    }
   }
   if (!dw) return;
 #pragma omp parallel for schedule(static) if (n * d >= kPar)
@@ -196,7 +198,7 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
   INST_EMB(T, int64_t)                                                                             \
   template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, acc_t<T>*);  \
   template void rms_norm_backward<T>(const T*, const T*, const acc_t<T>*, const T*, int64_t,       \
-                                     int64_t, T*, T*);                                             \
+                                     int64_t, T*, T*, const T*);                                   \
   template void l2_norm_forward<T>(const T*, int64_t, int64_t, double, T*, acc_t<T>*);             \
   template void l2_norm_backward<T>(const T*, const acc_t<T>*, const T*, int64_t, int64_t, T*);    \
   template void causal_conv1d_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, int64_t,   \

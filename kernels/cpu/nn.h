@@ -20,10 +20,12 @@ void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64
 template <typename T>
 void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, T* y,
                       acc_t<T>* rstd);
-// dx = rstd * (dy w - x rstd^2 mean(dy w x));  dw = sum_i dy x rstd  (dw may be null)
+// dx = rstd * (dy w - x rstd^2 mean(dy w x));  dw = sum_i dy x rstd  (dw may be null).
+// dx_add (may be null) is added to dx after dx is rounded to T: a residual's own gradient, as an
+// unfused add's accumulation would add it (add_rms_norm).
 template <typename T>
 void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy, int64_t n,
-                       int64_t d, T* dx, T* dw);
+                       int64_t d, T* dx, T* dw, const T* dx_add = nullptr);
 
 // L2 norm over rows: y = x * rn, rn = 1/sqrt(sum x^2 + eps); rn [n] saved.
 template <typename T>
