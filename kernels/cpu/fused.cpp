@@ -165,48 +165,42 @@ void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T
   rms_norm_backward(h, w, rstd, dy, n, d, dh, dw, dh_out);  // the norm's dx, then h's own gradient
 }
 
-template <typename T>
-void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                                T* y, const int64_t* seq_start) {
+// The conv's pre-activation p at every (batch, time, channel), rounded to T as the unfused conv
+// stores it, handed to epilogue(row offset, channel, p): the one row loop of both passes below.
+template <typename T, typename Epilogue>
+void for_each_conv_output(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
+                          const int64_t* seq_start, Epilogue epilogue) {
   using A = acc_t<T>;
 #pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t s = 0; s < t; ++s) {
-      const int64_t lo = first_tap(seq_start, s);
-      T* yr = y + (bi * t + s) * c;
+      const int64_t lo = first_tap(seq_start, s), row = (bi * t + s) * c;
       A acc[kChanBlock];
       for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
         const int64_t c1 = std::min(c, c0 + kChanBlock);
         conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          const A p = to_acc(from_acc<T>(acc[ch - c0]));  // rounded to T, as the unfused conv
-          yr[ch] = from_acc<T>(p * sigmoid_of(p));
-        }
+        for (int64_t ch = c0; ch < c1; ++ch) epilogue(row, ch, to_acc(from_acc<T>(acc[ch - c0])));
       }
     }
+}
+
+template <typename T>
+void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
+                                T* y, const int64_t* seq_start) {
+  using A = acc_t<T>;
+  for_each_conv_output(x, w, b, t, c, k, seq_start, [&](int64_t row, int64_t ch, A p) {
+    y[row + ch] = from_acc<T>(p * sigmoid_of(p));  // y = p sigmoid(p)
+  });
 }
 
 template <typename T>
 void causal_conv1d_silu_grad(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
                              int64_t k, T* dp, const int64_t* seq_start) {
   using A = acc_t<T>;
-#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t s = 0; s < t; ++s) {
-      const int64_t lo = first_tap(seq_start, s);
-      const T* gr = dy + (bi * t + s) * c;
-      T* dr = dp + (bi * t + s) * c;
-      A acc[kChanBlock];
-      for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
-        const int64_t c1 = std::min(c, c0 + kChanBlock);
-        conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          // the pre-activation rounded to T, as the unfused conv stores it
-          const A p = to_acc(from_acc<T>(acc[ch - c0])), sg = sigmoid_of(p);
-          dr[ch] = from_acc<T>(to_acc(gr[ch]) * sg * (A(1) + p * (A(1) - sg)));
-        }
-      }
-    }
+  for_each_conv_output(x, w, b, t, c, k, seq_start, [&](int64_t row, int64_t ch, A p) {
+    const A sg = sigmoid_of(p);  // silu'(p) = sg (1 + p (1 - sg))
+    dp[row + ch] = from_acc<T>(to_acc(dy[row + ch]) * sg * (A(1) + p * (A(1) - sg)));
+  });
 }
 
 #define INST(T)                                                                                   \
