@@ -304,7 +304,10 @@ TEST(AttentionCpu, SameBitsForAnyThreadCount) {
   const Problem problems[] = {
       attention_problem(2, 130, 4, 2, 16, 17),
       attention_problem(1, 100, 4, 2, 16, 0, {0, 5, 70, 100}),
-      attention_problem(1, many_short(150).back(), 1, 1, 8, 0, many_short(150))};
+      attention_problem(1, many_short(150).back(), 1, 1, 8, 0, many_short(150)),
+      // One (sequence, kv head): one thread sums dq in the key-tile pass, two threads in a pass of
+      // their own; both must give the same bits.
+      attention_problem(1, 600, 2, 1, 16, 0), attention_problem(1, 600, 2, 1, 16, 300)};
   for (const Problem& p : problems) {
     const Inputs in = make_inputs(p, 11);
     omp_set_num_threads(1);

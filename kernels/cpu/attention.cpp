@@ -7,9 +7,18 @@
 //   P = exp(scale Q K^T - lse),  dV = P^T dO,  dP = dO V^T,  dS = P o (dP - Delta),
 //   dK = scale dS^T Q,  dQ = scale dS K.
 // dK, dV are summed per (sequence, kv head, key tile) over the group's query heads and the query
-// tiles that see the key tile; dQ per (sequence, query head, query tile) over its key tiles, P and
-// dS being recomputed. Each output element is summed by one thread in a fixed order (no atomics),
-// so results do not depend on the thread count.
+// tiles that see the key tile. dQ is summed per (sequence, query head, query tile) over its key
+// tiles in order, in one of two ways with the same GEMMs on the same operands, so the same bits:
+//   one pass:  a thread owns a whole (sequence, kv head) and adds dS K into dq as it computes
+//              each dS for dK (5 tile GEMMs per tile pair); taken when those items keep every
+//              thread busy and dq is in the acc type (accumulated in place);
+//   two passes: the dK/dV pass, then a dQ pass per query tile recomputing P and dS (7 GEMMs).
+// Each output element is summed by one thread in a fixed order (no atomics), so results do not
+// depend on the thread count.
+//
+// The tile GEMMs are cpu::tile_gemm (an AVX-512 micro-kernel for fp32). Its B operand is
+// row-major, so S = Q K^T and dP = dO V^T read K^T and V^T, transposed once per call into the
+// workspace ([HKV, D, tokens]).
 //
 // Positions are counted from the start of each sequence, and tiles are aligned to it, so a tile
 // never holds two sequences.
@@ -24,8 +33,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/softmax_rows.h"
+#include "kernels/cpu/tile_gemm.h"
 #include "kernels/gated_delta_rule.h"  // gdr::validate_cu_seqlens
 
 namespace gdn::attn {
@@ -132,12 +142,19 @@ int64_t scratch_sets(int64_t items) {
   return std::min(items, kScratchSets);
 }
 
+// A leading dim of at least n elements whose rows are not a multiple of 4 KiB apart: rows that
+// far apart share the L1 cache's sets, and a micro-kernel walking down 64 of them would evict its
+// own operands (T = 2048 fp32 rows are 8 KiB apart).
+int64_t padded_ld(int64_t n) {
+  return (n + 15) / 16 * 16 + 16;
+}
+
 // One scratch set of tile buffers (acc type), carved from `base` (null: only count `used`).
 // Query-side tiles are [qrows, D], key-side tiles [krows, D] (leading dim D), score tiles
-// [qrows, krows] (leading dim krows); each is a full tile, or the longest sequence when shorter.
+// [qrows, krows] (leading dim ld); each is a full tile, or the longest sequence when shorter.
 template <typename A>
 struct Scratch {
-  int64_t qrows = 0, krows = 0;  // krows: also the leading dim of the score tiles
+  int64_t qrows = 0, krows = 0, ld = 0;  // ld: the leading dim of the score tiles
   A *q = nullptr, *k = nullptr, *v = nullptr, *s = nullptr;  // s: scores, then P
   A* o = nullptr;                                            // forward: the unnormalised output
   A *d_o = nullptr, *dp = nullptr;                           // backward: dO; dP, then dS
@@ -146,16 +163,17 @@ struct Scratch {
 
   Scratch(const Problem& p, A* base, bool backward)
       : qrows(std::min(kQueryTile, longest_sequence(p))),
-        krows(std::min(kKeyTile, longest_sequence(p))) {
-    const int64_t qtile = qrows * p.D, ktile = krows * p.D, scores = qrows * krows;
+        krows(std::min(kKeyTile, longest_sequence(p))),
+        ld(padded_ld(krows)) {
+    const int64_t qtile = qrows * p.D, ktile = krows * p.D, scores = qrows * ld;
     q = take(base, qtile);
-    k = take(base, ktile);
     v = take(base, ktile);
     s = take(base, scores);
     if (!backward) {
       o = take(base, qtile);
       return;
     }
+    k = take(base, ktile);
     d_o = take(base, qtile);
     dp = take(base, scores);
     dk = take(base, ktile);
@@ -203,16 +221,15 @@ struct Rows {
   int64_t ld;
 };
 
-// The tile src[i * stride, 0:cols], i < rows: the tensor itself (strided, no copy) when it is
-// already in the acc type, else converted into buf.
+// The tile src[i * stride, 0:cols], i < rows: the tensor itself when it is contiguous and in the
+// acc type, else copied (converted) into buf. Strided rows H * D apart would be 4 KiB-aliased
+// operands for the tile GEMMs (padded_ld); a copy costs 1% of the products it feeds.
 template <typename T, typename A>
 Rows<A> view_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, A* buf) {
-  if constexpr (std::is_same_v<T, A>) {
-    return {src, stride};
-  } else {
-    load_rows(src, stride, rows, cols, buf);
-    return {buf, cols};
-  }
+  if constexpr (std::is_same_v<T, A>)
+    if (stride == cols) return {src, stride};
+  load_rows(src, stride, rows, cols, buf);
+  return {buf, cols};
 }
 
 // dst[i * stride, 0:cols] = mul_i src[i, :] for i < rows (mul null: 1), converted to T.
@@ -230,15 +247,49 @@ T* rows_of(T* x, const Sequence& s, int64_t start, int64_t heads, int64_t h, int
   return x + ((s.tok0 + start) * heads + h) * D;
 }
 
+// ---- keys and values transposed ---------------------------------------------------------------
+
+// The leading dim of a transposed [tokens, HKV, D] tensor, [HKV, D, ld]: the token count padded.
+int64_t transposed_ld(const Problem& p) {
+  return padded_ld(p.B * p.T);
+}
+int64_t transposed_elems(const Problem& p) {
+  return p.HKV * p.D * transposed_ld(p);
+}
+
+// xt[(h * D + d) * ld + tok] = x[(tok * heads + h) * D + d], in the acc type.
+template <typename T, typename A>
+void transpose_heads(const T* x, int64_t tokens, int64_t heads, int64_t D, int64_t ld, A* xt) {
+  constexpr int64_t kBlock = 64;  // tokens per work item: 64 x D reads stay in cache
+  const int64_t blocks = (tokens + kBlock - 1) / kBlock;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t t0 = b * kBlock, t1 = std::min(tokens, t0 + kBlock);
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t t = t0; t < t1; ++t)
+          xt[(h * D + d) * ld + t] = to_acc(x[(t * heads + h) * D + d]);
+    }
+}
+
+// The key tile at c0 of sequence s, kv head h, in a transposed tensor: [D, tile].
+template <typename A>
+Rows<A> transposed_tile(const Problem& p, const A* xt, const Sequence& s, int64_t c0, int64_t h) {
+  const int64_t ld = transposed_ld(p);
+  return {xt + h * p.D * ld + s.tok0 + c0, ld};
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 
-// row[j] = exp(row[j] - shift) over the visible columns of a score row, 0 elsewhere (bc columns).
+// row[j] = exp(row[j] - shift) over the visible columns of a score row, 0 elsewhere (bc
+// columns); returns the row's sum.
 template <typename A>
-void exp_visible(const Span& keys, int64_t bc, A shift, A* row) {
+A exp_visible(const Span& keys, int64_t bc, A shift, A* row) {
   const int64_t lo = std::min(keys.lo, bc), hi = std::max(keys.hi, lo);
   std::fill(row, row + lo, A(0));
-  cpu::exp_shifted(row + lo, shift, hi - lo, row + lo);
+  const A sum = cpu::exp_shifted_sum(row + lo, shift, hi - lo, row + lo);
   std::fill(row + hi, row + bc, A(0));
+  return sum;
 }
 
 // One step of the online softmax: on entry w.s holds S = scale Q K^T of the query tile at r0 (br
@@ -251,14 +302,10 @@ void online_softmax_step(const Problem& p, const Scratch<A>& w, int64_t r0, int6
                          int64_t bc, A* m, A* l) {
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    A* row = w.s + i * w.krows;
-    A m_new = m[i];
-    for (int64_t j = keys.lo; j < keys.hi; ++j) m_new = std::max(m_new, row[j]);
+    A* row = w.s + i * w.ld;
+    const A m_new = cpu::row_max(row + keys.lo, std::max<int64_t>(keys.hi - keys.lo, 0), m[i]);
     const A factor = m_new == m[i] ? A(1) : std::exp(m[i] - m_new);
-    exp_visible(keys, bc, m_new, row);
-    A row_sum = 0;
-    for (int64_t j = keys.lo; j < keys.hi; ++j) row_sum += row[j];
-    l[i] = l[i] * factor + row_sum;
+    l[i] = l[i] * factor + exp_visible(keys, bc, m_new, row);
     m[i] = m_new;
     if (factor != A(1))
       for (int64_t d = 0; d < p.D; ++d) w.o[i * p.D + d] *= factor;
@@ -267,7 +314,7 @@ void online_softmax_step(const Problem& p, const Scratch<A>& w, int64_t r0, int6
 
 // o and lse of query tile qt (head qt.head).
 template <typename T, typename A>
-void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, const T* v, T* o,
+void forward_tile(const Problem& p, const Tile& qt, const T* q, const A* kt, const T* v, T* o,
                   A* lse, const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const A scale = A(p.scale);
@@ -280,12 +327,13 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const T* k, cons
   for (int64_t c = first; c <= last; ++c) {
     // Keys after the tile's last query are invisible to it: their columns are not computed.
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
-    const Rows<A> kr = view_rows(rows_of(k, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.k);
+    const Rows<A> ktr = transposed_tile(p, kt, qt.seq, c0, kv);
     const Rows<A> vr = view_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
-    cpu::gemm(false, true, br, bc, D, scale, qr.at, qr.ld, kr.at, kr.ld, A(0), w.s,
-              w.krows);  // S = sc Q K^T
+    cpu::tile_gemm(br, bc, D, scale, qr.at, qr.ld, int64_t(1), ktr.at, ktr.ld, A(0), w.s,
+                   w.ld);  // S = sc Q K^T
     online_softmax_step(p, w, r0, br, c0, bc, m, l);
-    cpu::gemm(false, false, br, D, bc, A(1), w.s, w.krows, vr.at, vr.ld, A(1), w.o, D);  // += P V
+    cpu::tile_gemm(br, D, bc, A(1), w.s, w.ld, int64_t(1), vr.at, vr.ld, A(1), w.o,
+                   D);  // O += P V
   }
   // Each query sees at least itself, so l > 0: o = O / l, lse = m + log l.
   A inv_l[kQueryTile];
@@ -314,14 +362,14 @@ void compute_delta(const Problem& p, const T* o, const T* d_o, A* delta) {
     }
 }
 
-// The query-side rows of a tile (Q, dO) and the key-side rows (K, V).
+// The query-side rows of a tile (Q, dO) and the key-side rows (K, V; K^T, V^T).
 template <typename A>
 struct QuerySide {
   Rows<A> q, d_o;
 };
 template <typename A>
 struct KeySide {
-  Rows<A> k, v;
+  Rows<A> k, v, kt, vt;
 };
 
 // Given Q of the query tile at r0 (br rows) and K of the key tile at c0 (bc rows):
@@ -330,11 +378,11 @@ template <typename A>
 void recompute_probs(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
                      const KeySide<A>& ks, int64_t r0, int64_t br, int64_t c0, int64_t bc,
                      const A* lse_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(p.scale), qs.q.at, qs.q.ld, ks.k.at, ks.k.ld, A(0), w.s,
-            w.krows);
+  cpu::tile_gemm(br, bc, p.D, A(p.scale), qs.q.at, qs.q.ld, int64_t(1), ks.kt.at, ks.kt.ld, A(0),
+                 w.s, w.ld);
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    exp_visible(keys, bc, lse_rows[i], w.s + i * w.krows);
+    exp_visible(keys, bc, lse_rows[i], w.s + i * w.ld);
   }
 }
 
@@ -343,13 +391,19 @@ void recompute_probs(const Problem& p, const Scratch<A>& w, const QuerySide<A>& 
 template <typename A>
 void score_grads(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
                  const KeySide<A>& ks, int64_t br, int64_t bc, const A* delta_rows) {
-  cpu::gemm(false, true, br, bc, p.D, A(1), qs.d_o.at, qs.d_o.ld, ks.v.at, ks.v.ld, A(0), w.dp,
-            w.krows);
-  for (int64_t i = 0; i < br; ++i) {
-    const A* prob = w.s + i * w.krows;
-    A* row = w.dp + i * w.krows;
-    for (int64_t j = 0; j < bc; ++j) row[j] = prob[j] * (row[j] - delta_rows[i]);
-  }
+  cpu::tile_gemm(br, bc, p.D, A(1), qs.d_o.at, qs.d_o.ld, int64_t(1), ks.vt.at, ks.vt.ld, A(0),
+                 w.dp, w.ld);
+  for (int64_t i = 0; i < br; ++i)
+    cpu::softmax_grad_row(w.s + i * w.ld, delta_rows[i], bc, w.dp + i * w.ld);
+}
+
+// With w.dp = dS of the query tile (br rows) and the key tile (bc keys):
+// dq_rows += scale dS K (dq_rows: leading dim ld).
+template <typename A>
+void add_query_grads(const Problem& p, const Scratch<A>& w, const KeySide<A>& ks, int64_t br,
+                     int64_t bc, A* dq_rows, int64_t ld) {
+  cpu::tile_gemm(br, p.D, bc, A(p.scale), w.dp, w.ld, int64_t(1), ks.k.at, ks.k.ld, A(1), dq_rows,
+                 ld);
 }
 
 // Loads the query-side rows of tile (seq, r0, br) of query head h: Q and dO.
@@ -361,22 +415,31 @@ QuerySide<A> load_query_side(const Problem& p, const Sequence& s, int64_t r0, in
           view_rows(rows_of(d_o, s, r0, p.H, h, p.D), ld, br, p.D, w.d_o)};
 }
 
-// Loads the key-side rows of tile (seq, c0, bc) of kv head kv: K and V.
+// The inputs of the backward: the tensors, and K, V transposed.
+template <typename T, typename A>
+struct BackwardInputs {
+  const T *q, *k, *v, *d_o;
+  const A *kt, *vt, *lse, *delta;
+};
+
+// Loads the key-side rows of tile (seq, c0, bc) of kv head kv: K and V, K^T and V^T.
 template <typename T, typename A>
 KeySide<A> load_key_side(const Problem& p, const Sequence& s, int64_t c0, int64_t bc, int64_t kv,
-                         const T* k, const T* v, const Scratch<A>& w) {
+                         const BackwardInputs<T, A>& in, const Scratch<A>& w) {
   const int64_t ld = p.HKV * p.D;
-  return {view_rows(rows_of(k, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.k),
-          view_rows(rows_of(v, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.v)};
+  return {view_rows(rows_of(in.k, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.k),
+          view_rows(rows_of(in.v, s, c0, p.HKV, kv, p.D), ld, bc, p.D, w.v),
+          transposed_tile(p, in.kt, s, c0, kv), transposed_tile(p, in.vt, s, c0, kv)};
 }
 
 // dk and dv of key tile kt (kv head kt.head): sums over the group's query heads, and over the
-// query tiles that see the key tile, in that order.
+// query tiles that see the key tile, in that order. With dq (in the acc type) it also adds each
+// tile pair's scale dS K into dq's rows (the one-pass backward).
 template <typename T, typename A>
-void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, const T* v,
-                    const T* d_o, const A* lse, const A* delta, T* dk, T* dv, const Scratch<A>& w) {
+void key_tile_grads(const Problem& p, const Tile& kt, const BackwardInputs<T, A>& in, T* dk, T* dv,
+                    A* dq, const Scratch<A>& w) {
   const int64_t D = p.D, kv = kt.head, c0 = kt.start, bc = kt.rows;
-  const KeySide<A> ks = load_key_side(p, kt.seq, c0, bc, kv, k, v, w);
+  const KeySide<A> ks = load_key_side(p, kt.seq, c0, bc, kv, in, w);
   std::fill(w.dk, w.dk + bc * D, A(0));
   std::fill(w.dv, w.dv + bc * D, A(0));
   const auto [first, last] = query_tiles_seeing(p, c0, bc, kt.seq.len);
@@ -384,14 +447,15 @@ void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, co
     for (int64_t r = first; r <= last; ++r) {
       const int64_t r0 = r * kQueryTile, br = std::min(kQueryTile, kt.seq.len - r0);
       const int64_t stats = stat_index(p, kt.seq.tok0 + r0, h);
-      const QuerySide<A> qs = load_query_side(p, kt.seq, r0, br, h, q, d_o, w);
+      const QuerySide<A> qs = load_query_side(p, kt.seq, r0, br, h, in.q, in.d_o, w);
       const int64_t bv = std::min(bc, r0 + br - c0);  // keys after the last query: no gradient
-      recompute_probs(p, w, qs, ks, r0, br, c0, bv, lse + stats);
-      cpu::gemm(true, false, bv, D, br, A(1), w.s, w.krows, qs.d_o.at, qs.d_o.ld, A(1), w.dv,
-                D);  // P^T dO
-      score_grads(p, w, qs, ks, br, bv, delta + stats);
-      cpu::gemm(true, false, bv, D, br, A(p.scale), w.dp, w.krows, qs.q.at, qs.q.ld, A(1), w.dk,
-                D);  // dS^T Q
+      recompute_probs(p, w, qs, ks, r0, br, c0, bv, in.lse + stats);
+      cpu::tile_gemm(bv, D, br, A(1), w.s, int64_t(1), w.ld, qs.d_o.at, qs.d_o.ld, A(1), w.dv,
+                     D);  // dV += P^T dO
+      score_grads(p, w, qs, ks, br, bv, in.delta + stats);
+      cpu::tile_gemm(bv, D, br, A(p.scale), w.dp, int64_t(1), w.ld, qs.q.at, qs.q.ld, A(1), w.dk,
+                     D);  // dK += sc dS^T Q
+      if (dq) add_query_grads(p, w, ks, br, bv, rows_of(dq, kt.seq, r0, p.H, h, D), p.H * D);
     }
   store_rows(w.dk, bc, D, static_cast<const A*>(nullptr), rows_of(dk, kt.seq, c0, p.HKV, kv, D),
              p.HKV * D);
@@ -399,26 +463,55 @@ void key_tile_grads(const Problem& p, const Tile& kt, const T* q, const T* k, co
              p.HKV * D);
 }
 
+// dk, dv and dq of one (sequence, kv head) (kv.head), whole: dq's rows of the group's query heads
+// are zeroed, then every key tile in order adds its dS K.
+template <typename T, typename A>
+void sequence_grads(const Problem& p, const Tile& item, const BackwardInputs<T, A>& in, T* dk,
+                    T* dv, A* dq, const Scratch<A>& w) {
+  const int64_t D = p.D;
+  for (int64_t h = item.head * p.group(); h < (item.head + 1) * p.group(); ++h)
+    for (int64_t t = 0; t < item.seq.len; ++t)
+      std::fill_n(rows_of(dq, item.seq, t, p.H, h, D), D, A(0));
+  for (int64_t c0 = 0; c0 < item.seq.len; c0 += kKeyTile)
+    key_tile_grads(p, Tile{item.seq, item.head, c0, std::min(kKeyTile, item.seq.len - c0)}, in, dk,
+                   dv, dq, w);
+}
+
 // dq of query tile qt (query head qt.head): dQ = scale sum over its key tiles of dS K.
 template <typename T, typename A>
-void query_tile_grads(const Problem& p, const Tile& qt, const T* q, const T* k, const T* v,
-                      const T* d_o, const A* lse, const A* delta, T* dq, const Scratch<A>& w) {
+void query_tile_grads(const Problem& p, const Tile& qt, const BackwardInputs<T, A>& in, T* dq,
+                      const Scratch<A>& w) {
   const int64_t D = p.D, h = qt.head, kv = h / p.group(), r0 = qt.start, br = qt.rows;
   const int64_t stats = stat_index(p, qt.seq.tok0 + r0, h);
-  const QuerySide<A> qs = load_query_side(p, qt.seq, r0, br, h, q, d_o, w);
+  const QuerySide<A> qs = load_query_side(p, qt.seq, r0, br, h, in.q, in.d_o, w);
   std::fill(w.dq, w.dq + br * D, A(0));
   const auto [first, last] = key_tiles_seen(p, r0, br);
   for (int64_t c = first; c <= last; ++c) {
     // Keys after the tile's last query are invisible to it: their columns are not computed.
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
-    const KeySide<A> ks = load_key_side(p, qt.seq, c0, bc, kv, k, v, w);
-    recompute_probs(p, w, qs, ks, r0, br, c0, bc, lse + stats);
-    score_grads(p, w, qs, ks, br, bc, delta + stats);
-    cpu::gemm(false, false, br, D, bc, A(p.scale), w.dp, w.krows, ks.k.at, ks.k.ld, A(1), w.dq,
-              D);  // dS K
+    const KeySide<A> ks = load_key_side(p, qt.seq, c0, bc, kv, in, w);
+    recompute_probs(p, w, qs, ks, r0, br, c0, bc, in.lse + stats);
+    score_grads(p, w, qs, ks, br, bc, in.delta + stats);
+    add_query_grads(p, w, ks, br, bc, w.dq, D);
   }
   store_rows(w.dq, br, D, static_cast<const A*>(nullptr), rows_of(dq, qt.seq, r0, p.H, h, D),
              p.H * D);
+}
+
+// The one-pass backward pays when its (sequence, kv head) items can keep every thread busy: at
+// least one item per thread, and no item more than a thread's share of the work (visible
+// query-key pairs).
+bool one_pass_pays(const Problem& p, int threads) {
+  const std::vector<Sequence> seqs = sequences(p);
+  if (int64_t(seqs.size()) * p.HKV < threads || threads > kScratchSets) return false;
+  double total = 0, largest = 0;
+  for (const Sequence& s : seqs) {
+    const double w = p.window > 0 ? double(std::min(p.window, s.len)) : double(s.len);
+    const double pairs = double(s.len) * w - w * (w - 1) / 2;  // each query sees min(t+1, w) keys
+    total += pairs * p.HKV;
+    largest = std::max(largest, pairs);
+  }
+  return largest * threads <= total;
 }
 
 // Elements of Delta at the front of the backward workspace.
@@ -454,13 +547,15 @@ void validate(const Problem& p) {
 
 int64_t forward_workspace_elems(const Problem& p) {
   validate(p);
-  return scratch_sets(p.H * total_tiles(p, kQueryTile)) * Scratch<float>(p, nullptr, false).used;
+  return transposed_elems(p) +
+         scratch_sets(p.H * total_tiles(p, kQueryTile)) * Scratch<float>(p, nullptr, false).used;
 }
 
 int64_t backward_workspace_elems(const Problem& p) {
   validate(p);
-  // The dQ pass has the most items (H per tile; the dK/dV pass HKV per tile).
-  return delta_elems(p) +
+  // The dQ pass has the most items (H per tile; the dK/dV pass HKV per tile, the one pass HKV per
+  // sequence).
+  return delta_elems(p) + 2 * transposed_elems(p) +
          scratch_sets(p.H * total_tiles(p, kQueryTile)) * Scratch<float>(p, nullptr, true).used;
 }
 
@@ -469,9 +564,11 @@ void forward_cpu(const Problem& p, const T* q, const T* k, const T* v, T* o, acc
                  acc_t<T>* workspace) {
   using A = acc_t<T>;
   validate(p);
+  A* kt = workspace;
+  transpose_heads(k, p.B * p.T, p.HKV, p.D, transposed_ld(p), kt);
   for_each_tile(
-      p, tiles_of(sequences(p), p.H, kQueryTile), false, workspace,
-      [&](const Tile& qt, const Scratch<A>& w) { forward_tile(p, qt, q, k, v, o, lse, w); });
+      p, tiles_of(sequences(p), p.H, kQueryTile), false, workspace + transposed_elems(p),
+      [&](const Tile& qt, const Scratch<A>& w) { forward_tile(p, qt, q, kt, v, o, lse, w); });
 }
 
 template <typename T>
@@ -480,17 +577,29 @@ void backward_cpu(const Problem& p, const T* q, const T* k, const T* v, const T*
   using A = acc_t<T>;
   validate(p);
   A* delta = workspace;
-  A* scratch = workspace + delta_elems(p);
+  A* kt = delta + delta_elems(p);
+  A* vt = kt + transposed_elems(p);
+  A* scratch = vt + transposed_elems(p);
   compute_delta(p, o, d_o, delta);
+  transpose_heads(k, p.B * p.T, p.HKV, p.D, transposed_ld(p), kt);
+  transpose_heads(v, p.B * p.T, p.HKV, p.D, transposed_ld(p), vt);
+  const BackwardInputs<T, A> in{q, k, v, d_o, kt, vt, lse, delta};
   const std::vector<Sequence> seqs = sequences(p);
+  if constexpr (std::is_same_v<T, A>) {
+    if (one_pass_pays(p, cpu::num_threads())) {
+      for_each_tile(p, tiles_of(seqs, p.HKV, longest_sequence(p)), true, scratch,
+                    [&](const Tile& item, const Scratch<A>& w) {
+                      sequence_grads(p, item, in, dk, dv, dq, w);
+                    });
+      return;
+    }
+  }
   for_each_tile(p, tiles_of(seqs, p.HKV, kKeyTile), true, scratch,
                 [&](const Tile& kt, const Scratch<A>& w) {
-                  key_tile_grads(p, kt, q, k, v, d_o, lse, delta, dk, dv, w);
+                  key_tile_grads(p, kt, in, dk, dv, static_cast<A*>(nullptr), w);
                 });
   for_each_tile(p, tiles_of(seqs, p.H, kQueryTile), true, scratch,
-                [&](const Tile& qt, const Scratch<A>& w) {
-                  query_tile_grads(p, qt, q, k, v, d_o, lse, delta, dq, w);
-                });
+                [&](const Tile& qt, const Scratch<A>& w) { query_tile_grads(p, qt, in, dq, w); });
 }
 
 #define GDN_ATTN_INSTANTIATE(T)                                                             \
