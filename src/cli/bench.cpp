@@ -286,10 +286,7 @@ json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl
 #endif
   const double flops = gdr::forward_flops(p) + (fwd_bwd ? gdr::backward_flops(p) : 0.0);
   r["gflops"] = flops / (t.median_ms * 1e-3) * 1e-9;
-  if (peak.gflops > 0) {
-    r["peak_gflops"] = peak.gflops;
-    r["frac_peak"] = double(r["gflops"]) / peak.gflops;
-  }
+  add_peak_fields(peak, r);
   if (ref) {
     r["rel_err"] = rel_err(o.to_vector(), ref->o);
     if (fwd_bwd) {

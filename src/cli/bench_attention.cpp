@@ -158,10 +158,7 @@ json run_attention_case(const AttentionCase& c, const std::string& mode, Device 
   r["peak_mb"] = double(s.peak) * mb;
   r["inputs_mb"] = double(inputs_bytes) * mb;
   r["gflops"] = attention_flops(c, fwd_bwd) / (t.median_ms * 1e-3) * 1e-9;
-  if (peak.gflops > 0) {
-    r["peak_gflops"] = peak.gflops;
-    r["frac_peak"] = double(r["gflops"]) / peak.gflops;
-  }
+  add_peak_fields(peak, r);
   if (with_reference) {
     // The fp64 kernel on the same (rounded) inputs: tests/test_attention_cpu.cpp checks it
     // against a naive softmax(Q K^T) V.

@@ -65,6 +65,7 @@ DevicePeak measure_peak(Device dev, double given_gflops) {
   // Measured again (the bench has the seconds to spare); the cache keeps the best seen.
   const train::CpuPeak peak = train::cpu_peak(given_gflops, true);
   p.gflops = peak.gflops;
+  p.this_run_gflops = peak.measured_gflops;
   p.how = peak.how + (peak.source == "measured" || peak.source == "given"
                           ? ""
                           : " (" + peak.source + ", the best this machine has shown)");
@@ -93,7 +94,17 @@ nlohmann::json device_info(Device dev, const DevicePeak& peak) {
     d["peak_gflops_fp32"] = peak.gflops;
     d["peak_how"] = peak.how;
   }
+  if (peak.this_run_gflops > 0) d["peak_gflops_fp32_this_run"] = peak.this_run_gflops;
   return d;
+}
+
+void add_peak_fields(const DevicePeak& peak, nlohmann::json& row) {
+  if (peak.gflops > 0) {
+    row["peak_gflops"] = peak.gflops;
+    row["frac_peak"] = double(row["gflops"]) / peak.gflops;
+  }
+  if (peak.this_run_gflops > 0)
+    row["frac_peak_this_run"] = double(row["gflops"]) / peak.this_run_gflops;
 }
 
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {

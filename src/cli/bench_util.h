@@ -21,12 +21,16 @@ Timing time_it(const std::function<void()>& fn, int repeats, double min_sample_m
 struct DevicePeak {
   double gflops = 0;  // fp32 GEMM GFLOP/s measured on this device (0 if unknown)
   std::string how;
+  double this_run_gflops = 0;  // CPU: the sgemm rate measured in this run (0 if not measured)
 };
 // CPU: the machine's fp32 GEMM peak (src/train/machine_peak.h), re-measured, or `given_gflops`
 // when > 0 (--peak-gflops).
 DevicePeak measure_peak(Device dev, double given_gflops = 0);
 void device_synchronize(Device dev);
 nlohmann::json device_info(Device dev, const DevicePeak& peak);
+// A result row's share of the peak from its "gflops": peak_gflops and frac_peak (of the best rate
+// the machine has shown), frac_peak_this_run (of the sgemm rate measured in this run, CPU).
+void add_peak_fields(const DevicePeak& peak, nlohmann::json& row);
 
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref);
 std::string format_table(const nlohmann::json& results);

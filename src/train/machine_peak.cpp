@@ -106,8 +106,10 @@ CpuPeak cpu_peak(double given_gflops, bool remeasure) {
     if (!remeasure) return known = cached;
   }
   const CpuPeak now = measure();
+  cached.measured_gflops = now.gflops;
   if (now.gflops <= cached.gflops) return known = cached;  // the machine has done better
   known = now;
+  known.measured_gflops = now.gflops;
   known.key = key;
   cache[key] = {{"gflops", known.gflops}, {"how", known.how}};
   try {

@@ -11,10 +11,11 @@
 namespace gdn::train {
 
 struct CpuPeak {
-  double gflops = 0;   // fp32 GEMM GFLOP/s of the whole CPU (every thread)
-  std::string how;     // how it was measured
-  std::string source;  // "given", "measured", or "cached in FILE"
-  std::string key;     // the machine it belongs to
+  double gflops = 0;           // fp32 GEMM GFLOP/s of the whole CPU (every thread)
+  std::string how;             // how it was measured
+  std::string source;          // "given", "measured", or "cached in FILE"
+  std::string key;             // the machine it belongs to
+  double measured_gflops = 0;  // what this call measured (remeasure), else 0: the machine now
 };
 
 // The peak: `given_gflops` when > 0, else the cache entry of this machine, else measured now
