@@ -2,8 +2,8 @@
 // AVX-512 micro-kernel where the CPU has it) and fp64 (BLAS) against a naive fp64 product, over
 // row and column remainders of the micro-kernel's 6 x 64 blocks, K = 0, A row-major and
 // transposed through its strides, alpha and beta (beta = 0 never reads C: NaN there stays
-// unseen), padded leading dims whose padding is never written; and the same bits for a row
-// wherever it sits in a block.
+// unseen), padded leading dims whose padding is never written; the same bits for a row wherever
+// it sits in a block; and the causal bands' skipped products.
 #include "kernels/cpu/tile_gemm.h"
 
 #include <gtest/gtest.h>
@@ -99,6 +99,39 @@ TEST(TileGemm, RowBitsDoNotDependOnTheBlock) {
     tile_gemm<float>(1, N, K, 0.3f, a.data() + i * K, K, 1, b.data(), N, 0.0f, one.data(), N);
     for (int64_t j = 0; j < N; ++j) ASSERT_EQ(one[j], whole[i * N + j]) << i << ", " << j;
   }
+}
+
+// The causal bands: with A zero outside the band (a_lower, a_upper) the banded product has the
+// bits of the full one; with c_lower the wanted entries (j <= i + offset) do, the others are left
+// as they were or computed (never anything else). Offsets cut the 6 x 64 blocks anywhere, and
+// reach past both ends.
+TEST(TileGemm, BandsGiveTheFullProductsBits) {
+  std::mt19937_64 gen(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int64_t offset : {-200, -70, -3, 0, 1, 5, 64, 130, 300})
+    for (const Band::Kind kind : {Band::c_lower, Band::a_lower, Band::a_upper}) {
+      const int64_t M = 128, N = 100, K = 140;
+      std::vector<float> a(M * K), b(K * N), full(M * N), banded(M * N, 777.0f);
+      for (float& x : b) x = normal(gen);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t k = 0; k < K; ++k) {
+          const bool zero = (kind == Band::a_lower && k > i + offset) ||
+                            (kind == Band::a_upper && k < i - offset);
+          a[i * K + k] = zero ? 0.0f : normal(gen);
+        }
+      tile_gemm<float>(M, N, K, 0.5f, a.data(), K, 1, b.data(), N, 0.0f, full.data(), N);
+      tile_gemm<float>(M, N, K, 0.5f, a.data(), K, 1, b.data(), N, 0.0f, banded.data(), N,
+                       {kind, offset});
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const float got = banded[i * N + j], want = full[i * N + j];
+          if (kind == Band::c_lower && j > i + offset)
+            ASSERT_TRUE(got == want || got == 777.0f) << i << ", " << j;
+          else
+            ASSERT_EQ(got, want) << "kind " << kind << " offset " << offset << " at " << i << ", "
+                                 << j;
+        }
+    }
 }
 
 }  // namespace

@@ -197,9 +197,11 @@ void for_each_tile(const Problem& p, const std::vector<Tile>& tiles, bool backwa
   const int64_t n = int64_t(tiles.size()), sets = scratch_sets(n);
   const int64_t per_set = Scratch<A>(p, nullptr, backward).used;
   // Round-robin: a causal tile's cost grows with its index, so contiguous blocks of a head's tiles
-  // would leave one thread the cheap half (which thread runs a set does not change the result).
-#pragma omp parallel for schedule(static, 1)
-  for (int64_t j = 0; j < sets; ++j) {
+  // would leave one thread the cheap half; the sets go to whichever thread is free, the last
+  // (dearest) first (which thread runs a set does not change the result).
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t jj = 0; jj < sets; ++jj) {
+    const int64_t j = sets - 1 - jj;
     const Scratch<A> w(p, ws + j * per_set, backward);
     for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
   }
@@ -329,11 +331,12 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const A* kt, con
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
     const Rows<A> ktr = transposed_tile(p, kt, qt.seq, c0, kv);
     const Rows<A> vr = view_rows(rows_of(v, qt.seq, c0, p.HKV, kv, D), p.HKV * D, bc, D, w.v);
-    cpu::tile_gemm(br, bc, D, scale, qr.at, qr.ld, int64_t(1), ktr.at, ktr.ld, A(0), w.s,
-                   w.ld);  // S = sc Q K^T
+    const int64_t diag = r0 - c0;  // query i sees key j <= i + diag
+    cpu::tile_gemm(br, bc, D, scale, qr.at, qr.ld, int64_t(1), ktr.at, ktr.ld, A(0), w.s, w.ld,
+                   {cpu::Band::c_lower, diag});  // S = sc Q K^T
     online_softmax_step(p, w, r0, br, c0, bc, m, l);
-    cpu::tile_gemm(br, D, bc, A(1), w.s, w.ld, int64_t(1), vr.at, vr.ld, A(1), w.o,
-                   D);  // O += P V
+    cpu::tile_gemm(br, D, bc, A(1), w.s, w.ld, int64_t(1), vr.at, vr.ld, A(1), w.o, D,
+                   {cpu::Band::a_lower, diag});  // O += P V
   }
   // Each query sees at least itself, so l > 0: o = O / l, lse = m + log l.
   A inv_l[kQueryTile];
@@ -379,31 +382,39 @@ void recompute_probs(const Problem& p, const Scratch<A>& w, const QuerySide<A>& 
                      const KeySide<A>& ks, int64_t r0, int64_t br, int64_t c0, int64_t bc,
                      const A* lse_rows) {
   cpu::tile_gemm(br, bc, p.D, A(p.scale), qs.q.at, qs.q.ld, int64_t(1), ks.kt.at, ks.kt.ld, A(0),
-                 w.s, w.ld);
+                 w.s, w.ld, {cpu::Band::c_lower, r0 - c0});
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
     exp_visible(keys, bc, lse_rows[i], w.s + i * w.ld);
   }
 }
 
-// With w.s = P: w.dp = dS = P o (dP - Delta), dP = dO V^T (masked entries have P = 0, so dS = 0
-// there).
+// With w.s = P of the query tile at r0 (br rows) and the key tile at c0 (bc keys):
+// w.dp = dS = P o (dP - Delta), dP = dO V^T, over the visible entries; dS = 0 at the masked ones
+// (P = 0 there; dP is not computed past the diagonal).
 template <typename A>
 void score_grads(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
-                 const KeySide<A>& ks, int64_t br, int64_t bc, const A* delta_rows) {
+                 const KeySide<A>& ks, int64_t r0, int64_t br, int64_t c0, int64_t bc,
+                 const A* delta_rows) {
   cpu::tile_gemm(br, bc, p.D, A(1), qs.d_o.at, qs.d_o.ld, int64_t(1), ks.vt.at, ks.vt.ld, A(0),
-                 w.dp, w.ld);
-  for (int64_t i = 0; i < br; ++i)
-    cpu::softmax_grad_row(w.s + i * w.ld, delta_rows[i], bc, w.dp + i * w.ld);
+                 w.dp, w.ld, {cpu::Band::c_lower, r0 - c0});
+  for (int64_t i = 0; i < br; ++i) {
+    const Span keys = visible_keys(p, r0 + i, c0, bc);
+    const int64_t lo = std::min(keys.lo, bc), hi = std::max(keys.hi, lo);
+    A* row = w.dp + i * w.ld;
+    std::fill(row, row + lo, A(0));
+    cpu::softmax_grad_row(w.s + i * w.ld + lo, delta_rows[i], hi - lo, row + lo);
+    std::fill(row + hi, row + bc, A(0));
+  }
 }
 
-// With w.dp = dS of the query tile (br rows) and the key tile (bc keys):
+// With w.dp = dS of the query tile at r0 (br rows) and the key tile at c0 (bc keys):
 // dq_rows += scale dS K (dq_rows: leading dim ld).
 template <typename A>
-void add_query_grads(const Problem& p, const Scratch<A>& w, const KeySide<A>& ks, int64_t br,
-                     int64_t bc, A* dq_rows, int64_t ld) {
+void add_query_grads(const Problem& p, const Scratch<A>& w, const KeySide<A>& ks, int64_t r0,
+                     int64_t br, int64_t c0, int64_t bc, A* dq_rows, int64_t ld) {
   cpu::tile_gemm(br, p.D, bc, A(p.scale), w.dp, w.ld, int64_t(1), ks.k.at, ks.k.ld, A(1), dq_rows,
-                 ld);
+                 ld, {cpu::Band::a_lower, r0 - c0});
 }
 
 // Loads the query-side rows of tile (seq, r0, br) of query head h: Q and dO.
@@ -450,12 +461,15 @@ void key_tile_grads(const Problem& p, const Tile& kt, const BackwardInputs<T, A>
       const QuerySide<A> qs = load_query_side(p, kt.seq, r0, br, h, in.q, in.d_o, w);
       const int64_t bv = std::min(bc, r0 + br - c0);  // keys after the last query: no gradient
       recompute_probs(p, w, qs, ks, r0, br, c0, bv, in.lse + stats);
-      cpu::tile_gemm(bv, D, br, A(1), w.s, int64_t(1), w.ld, qs.d_o.at, qs.d_o.ld, A(1), w.dv,
-                     D);  // dV += P^T dO
-      score_grads(p, w, qs, ks, br, bv, in.delta + stats);
-      cpu::tile_gemm(bv, D, br, A(p.scale), w.dp, int64_t(1), w.ld, qs.q.at, qs.q.ld, A(1), w.dk,
-                     D);  // dK += sc dS^T Q
-      if (dq) add_query_grads(p, w, ks, br, bv, rows_of(dq, kt.seq, r0, p.H, h, D), p.H * D);
+      // Key i is seen by the queries k >= i - (r0 - c0): P^T and dS^T are 0 before.
+      const cpu::Band seen{cpu::Band::a_upper, r0 - c0};
+      cpu::tile_gemm(bv, D, br, A(1), w.s, int64_t(1), w.ld, qs.d_o.at, qs.d_o.ld, A(1), w.dv, D,
+                     seen);  // dV += P^T dO
+      score_grads(p, w, qs, ks, r0, br, c0, bv, in.delta + stats);
+      cpu::tile_gemm(bv, D, br, A(p.scale), w.dp, int64_t(1), w.ld, qs.q.at, qs.q.ld, A(1), w.dk, D,
+                     seen);  // dK += sc dS^T Q
+      if (dq)
+        add_query_grads(p, w, ks, r0, br, c0, bv, rows_of(dq, kt.seq, r0, p.H, h, D), p.H * D);
     }
   store_rows(w.dk, bc, D, static_cast<const A*>(nullptr), rows_of(dk, kt.seq, c0, p.HKV, kv, D),
              p.HKV * D);
@@ -491,8 +505,8 @@ void query_tile_grads(const Problem& p, const Tile& qt, const BackwardInputs<T, 
     const int64_t c0 = c * kKeyTile, bc = std::min(kKeyTile, r0 + br - c0);
     const KeySide<A> ks = load_key_side(p, qt.seq, c0, bc, kv, in, w);
     recompute_probs(p, w, qs, ks, r0, br, c0, bc, in.lse + stats);
-    score_grads(p, w, qs, ks, br, bc, in.delta + stats);
-    add_query_grads(p, w, ks, br, bc, w.dq, D);
+    score_grads(p, w, qs, ks, r0, br, c0, bc, in.delta + stats);
+    add_query_grads(p, w, ks, r0, br, c0, bc, w.dq, D);
   }
   store_rows(w.dq, br, D, static_cast<const A*>(nullptr), rows_of(dq, qt.seq, r0, p.H, h, D),
              p.H * D);

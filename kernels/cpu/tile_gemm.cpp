@@ -82,7 +82,8 @@ MicroKernel pick(int mr, int nv) {
 }
 
 void avx512_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_row,
-                 int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                 int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                 Band band) {
   constexpr int64_t panel = 16 * kVectors;
   for (int64_t j = 0; j < N; j += panel) {
     const int64_t cols = std::min(panel, N - j);
@@ -90,8 +91,14 @@ void avx512_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, i
     const __mmask16 last = tail ? __mmask16((1u << tail) - 1) : __mmask16(0xffff);
     for (int64_t i = 0; i < M; i += kRows) {
       const int mr = int(std::min<int64_t>(kRows, M - i));
-      pick(mr, nv)(K, alpha, a + i * a_row, a_row, a_col, b + j, ldb, beta, c + i * ldc + j, ldc,
-                   last);
+      const int64_t i_last = i + mr - 1;
+      if (band.kind == Band::c_lower && j > i_last + band.offset) continue;
+      int64_t k0 = 0, k1 = K;  // the products of this row block that can be nonzero
+      if (band.kind == Band::a_lower) k1 = std::clamp<int64_t>(i_last + band.offset + 1, 0, K);
+      if (band.kind == Band::a_upper) k0 = std::clamp<int64_t>(i - band.offset, 0, K);
+      k0 = std::min(k0, k1);
+      pick(mr, nv)(k1 - k0, alpha, a + i * a_row + k0 * a_col, a_row, a_col, b + k0 * ldb + j, ldb,
+                   beta, c + i * ldc + j, ldc, last);
     }
   }
 }
@@ -118,11 +125,11 @@ bool tile_gemm_uses_avx512() {
 
 template <>
 void tile_gemm<float>(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t a_row,
-                      int64_t a_col, const float* b, int64_t ldb, float beta, float* c,
-                      int64_t ldc) {
+                      int64_t a_col, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                      Band band) {
   if (M <= 0 || N <= 0) return;
   if (tile_gemm_uses_avx512())
-    avx512_gemm(M, N, K, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+    avx512_gemm(M, N, K, alpha, a, a_row, a_col, b, ldb, beta, c, ldc, band);
   else
     blas_tile_gemm(M, N, K, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
 }
@@ -130,7 +137,7 @@ void tile_gemm<float>(int64_t M, int64_t N, int64_t K, float alpha, const float*
 template <>
 void tile_gemm<double>(int64_t M, int64_t N, int64_t K, double alpha, const double* a,
                        int64_t a_row, int64_t a_col, const double* b, int64_t ldb, double beta,
-                       double* c, int64_t ldc) {
+                       double* c, int64_t ldc, Band) {
   if (M <= 0 || N <= 0) return;
   blas_tile_gemm(M, N, K, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
 }

@@ -10,9 +10,19 @@
 
 namespace gdn::cpu {
 
+// What a causal tile pair leaves out, so that the micro-kernel skips it (BLAS computes it all):
+//   c_lower: only C(i, j) with j <= i + offset is wanted; C's other blocks may be left unwritten;
+//   a_lower: A(i, k) = 0 for k > i + offset, so row i's products stop there;
+//   a_upper: A(i, k) = 0 for k < i - offset, so row i's products start there.
+// Skipped products are exact zeros: the result has the bits of the full product (finite B).
+struct Band {
+  enum Kind { none, c_lower, a_lower, a_upper } kind = none;
+  int64_t offset = 0;
+};
+
 template <typename T>
 void tile_gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t a_row, int64_t a_col,
-               const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc, Band band = {});
 
 // Whether tile_gemm<float> runs the AVX-512 micro-kernel on this CPU.
 bool tile_gemm_uses_avx512();
