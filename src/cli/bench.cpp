@@ -5,8 +5,9 @@
 // fraction of the device's measured peak. Packed sequences (--docs, --doc-lens) add rows that
 // carry their packing ("docs", "doc_lens") and their time against the unpacked row of the same
 // implementation, mode and shape ("vs_unpacked"), which the same run measures. `attention` rows
-// (src/cli/bench_attention.h; --window) time causal softmax attention at the same shapes, and the
-// run ends with where in T it costs more than each gated-delta-rule implementation. Exit status 2
+// (src/cli/bench_attention.h; --window) time causal softmax attention at the same shapes (on CUDA
+// also `attention_flash`, our kernel, and `attention_cudnn`, cuDNN's), and the run ends with
+// where in T each costs more than each gated-delta-rule implementation. Exit status 2
 // when any result failed (the JSON, with its error rows, is still written), 1 on an error.
 #include <algorithm>
 #include <chrono>
@@ -14,8 +15,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "src/autograd/node.h"
 #include "src/cli/bench_attention.h"
@@ -52,9 +55,6 @@ struct BenchArgs {
   std::vector<int64_t> windows{0};  // --window: attention rows' windows (0: full causal)
   double peak_gflops = 0;           // --peak-gflops: the peak "% of peak" divides by
 };
-
-// The name that selects the attention rows in --impls.
-constexpr const char* kAttention = "attention";
 
 struct Case {
   int64_t B, H, T, D;
@@ -319,15 +319,16 @@ void apply_preset(BenchArgs& a) {
 void run(BenchArgs a) {
   apply_preset(a);
   const Device dev = parse_device(a.device);
-  std::vector<const gdr::Implementation*> impls;  // unknown names fail before any work
-  bool attention = false;
+  std::vector<const gdr::Implementation*> impls;   // unknown names fail before any work
+  std::vector<AttentionKernel> attention_kernels;  // attention, attention_flash, attention_cudnn
   for (const auto& name : a.impls) {
-    if (name == kAttention) {
-      attention = true;
+    if (is_attention_impl(name)) {
+      attention_kernels.push_back(parse_attention_impl(name, dev));
     } else {
       impls.push_back(&gdr::find_implementation(name));
     }
   }
+  const bool attention = !attention_kernels.empty();
   for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
   DevicePeak peak = measure_peak(dev, a.peak_gflops);
   std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
@@ -338,7 +339,7 @@ void run(BenchArgs a) {
           for (const auto& lens : packings(a, T))
             cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C, offsets_of(lens)});
   json results = json::array();
-  const size_t rows_per_case = impls.size() + (attention ? a.windows.size() : 0);
+  const size_t rows_per_case = impls.size() + attention_kernels.size() * a.windows.size();
   const size_t total = cases.size() * rows_per_case * a.modes.size();
   size_t done = 0;
   // The unpacked rows of (impl, mode) for the shape being run, for packed rows' ratios.
@@ -384,37 +385,52 @@ void run(BenchArgs a) {
         }
         results.push_back(r);
       }
-    // Attention does not depend on the chunk size: its rows go with the first.
+    // Attention does not depend on the chunk size: its rows go with the first. The rows of a
+    // window share their inputs and the fp64 reference.
+    const bool any_fwd_bwd = std::find(a.modes.begin(), a.modes.end(), "fwd_bwd") != a.modes.end();
+    const std::string reference = a.no_reference ? "" : any_fwd_bwd ? "fwd_bwd" : "fwd";
     if (attention)
-      for (int64_t w : a.windows)
-        for (const auto& mode : a.modes) {
-          ++done;
-          if (c.chunk != a.chunks.front()) continue;
-          std::fprintf(stderr,
-                       "\r[%zu/%zu] attention %s B=%lld H=%lld T=%lld D=%lld %s w=%lld     ", done,
-                       total, mode.c_str(), (long long)c.B, (long long)c.H, (long long)c.T,
-                       (long long)c.D, dtype_name(c.dtype), (long long)w);
-          const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
-          json r;
-          try {
-            r = run_attention_case(ac, mode, dev, a.repeats, a.min_sample_ms, peak,
-                                   !a.no_reference);
-            const auto key =
-                std::make_pair(std::string(kAttention) + "@" + std::to_string(w), mode);
-            if (c.cu_seqlens.empty()) {
-              unpacked[key] = {double(r["median_ms"]), TimedCall{}};
-            } else if (unpacked.count(key)) {
-              r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+      for (int64_t w : a.windows) {
+        const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
+        std::unique_ptr<AttentionInputs> ain;
+        std::string inputs_error;
+        for (AttentionKernel kernel : attention_kernels)
+          for (const auto& mode : a.modes) {
+            ++done;
+            if (c.chunk != a.chunks.front()) continue;
+            const std::string name = attention_impl_name(kernel);
+            json r;
+            try {
+              if (!ain && inputs_error.empty()) {
+                std::fprintf(
+                    stderr, "\r[%zu/%zu] attention inputs%s B=%lld H=%lld T=%lld D=%lld w=%lld   ",
+                    done, total, reference.empty() ? "" : " and fp64 reference", (long long)c.B,
+                    (long long)c.H, (long long)c.T, (long long)c.D, (long long)w);
+                try {
+                  ain = std::make_unique<AttentionInputs>(attention_inputs(ac, reference));
+                } catch (const std::exception& e) {
+                  inputs_error = e.what();
+                }
+              }
+              if (!inputs_error.empty()) throw std::runtime_error(inputs_error);
+              std::fprintf(stderr, "\r[%zu/%zu] %s %s B=%lld H=%lld T=%lld D=%lld %s w=%lld     ",
+                           done, total, name.c_str(), mode.c_str(), (long long)c.B, (long long)c.H,
+                           (long long)c.T, (long long)c.D, dtype_name(c.dtype), (long long)w);
+              r = run_attention_case(ac, kernel, mode, dev, a.repeats, a.min_sample_ms, peak, *ain);
+              const auto key = std::make_pair(name + "@" + std::to_string(w), mode);
+              if (c.cu_seqlens.empty()) {
+                unpacked[key] = {double(r["median_ms"]), TimedCall{}};
+              } else if (unpacked.count(key)) {
+                r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+              }
+            } catch (const std::exception& e) {
+              r = attention_row(ac, name, mode);
+              r["device"] = dev.str();
+              r["error"] = e.what();
             }
-          } catch (const std::exception& e) {
-            r = json{{"impl", kAttention}, {"mode", mode},
-                     {"batch", c.B},       {"heads", c.H},
-                     {"seq", c.T},         {"dk", c.D},
-                     {"dv", c.D},          {"dtype", dtype_name(c.dtype)},
-                     {"window", w},        {"error", e.what()}};
+            results.push_back(r);
           }
-          results.push_back(r);
-        }
+      }
   }
   std::fprintf(stderr, "\r%-100s\r", "");
   json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
@@ -457,7 +473,10 @@ void add_bench_command(CLI::App& app) {
       "bench",
       "Benchmark the gated-delta-rule kernels and attention (seed schema); exit status 2 when a "
       "result failed");
-  cmd->add_option("--impls", a->impls, gdr::implementation_names() + ",attention")
+  cmd->add_option("--impls", a->impls,
+                  gdr::implementation_names() +
+                      ",attention (the device's choice); on CUDA also attention_flash (our "
+                      "kernel), attention_cudnn (cuDNN's fused attention, bf16)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();
