@@ -1,6 +1,9 @@
 // `gdn bench --impls attention`: attention rows beside the gated delta rule at the same shapes,
 // one per --window, FLOPs counted per visible (query, key) pair (counted here independently),
-// rel_err against the fp64 kernel, and the crossover lines in the JSON.
+// rel_err against the fp64 kernel, and the crossover lines in the JSON; the CUDA kernels' names
+// (attention_flash, attention_cudnn) refused on the CPU naming the flag and the device, and the
+// crossover lines of rows with those names (src/cli/bench_attention.h, compiled into this test).
+// tests/test_cuda_bench_attention.cpp runs the CUDA rows.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "src/cli/bench_attention.h"
 #include "tests/test_helpers.h"
 
 namespace gdn {
@@ -69,6 +73,86 @@ TEST(BenchAttention, RefusesANegativeWindow) {
   EXPECT_EQ(run_gdn("bench --impls attention --seq 16 --dims 16 --window -1 --repeats 1"), 1);
   EXPECT_NE(test::read_file("bench_attention.out").find("--window -1"), std::string::npos)
       << test::read_file("bench_attention.out");
+}
+
+TEST(BenchAttention, RefusesTheCudaKernelsOnTheCpu) {
+  if (test::gdn_binary().empty()) GTEST_SKIP() << "no gdn program beside the tests";
+  for (const std::string name : {"attention_flash", "attention_cudnn"}) {
+    EXPECT_EQ(run_gdn("bench --impls chunked," + name + " --seq 16 --dims 16 --repeats 1"), 1)
+        << name;
+    const std::string out = test::read_file("bench_attention.out");
+    EXPECT_NE(out.find("--impls " + name), std::string::npos) << out;
+    EXPECT_NE(out.find("--device cpu"), std::string::npos) << out;
+    EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
+  }
+}
+
+TEST(BenchAttention, ImplNames) {
+  using cli::AttentionKernel;
+  for (const char* name : {"attention", "attention_flash", "attention_cudnn"}) {
+    EXPECT_TRUE(cli::is_attention_impl(name)) << name;
+    EXPECT_EQ(cli::attention_impl_name(cli::parse_attention_impl(name, Device::cuda(0))),
+              std::string(name));
+  }
+  EXPECT_FALSE(cli::is_attention_impl("chunked"));
+  EXPECT_FALSE(cli::is_attention_impl("attention_fa3"));
+  EXPECT_EQ(cli::parse_attention_impl("attention", Device::cpu()), AttentionKernel::pick);
+  EXPECT_EQ(cli::parse_attention_impl("attention_flash", Device::cuda(0)), AttentionKernel::flash);
+  EXPECT_EQ(cli::parse_attention_impl("attention_cudnn", Device::cuda(0)), AttentionKernel::cudnn);
+  for (const char* name : {"attention_flash", "attention_cudnn"}) {
+    try {
+      cli::parse_attention_impl(name, Device::cpu());
+      ADD_FAILURE() << name << " accepted on the CPU";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(name), std::string::npos) << what;
+      EXPECT_NE(what.find("--device cpu"), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW(cli::parse_attention_impl("attention_fa3", Device::cuda(0)), std::exception);
+}
+
+// Rows of the CUDA kernels' names, with and without a window, against one gated-delta-rule row:
+// one line per attention row name, the window as @w, error rows left out.
+TEST(BenchAttention, CrossoversNameEachKernel) {
+  using nlohmann::json;
+  auto row = [](const std::string& impl, int64_t T, int64_t window, double ms) {
+    json r = {{"impl", impl}, {"mode", "fwd"},   {"dtype", "bfloat16"},
+              {"dk", 128},    {"batch", 1},      {"heads", 16},
+              {"seq", T},     {"median_ms", ms}, {"window", window}};
+    if (impl.rfind("attention", 0) != 0) r.erase("window");
+    return r;
+  };
+  json results = json::array();
+  for (int64_t T : {2048, 8192}) {
+    const double t = double(T) / 2048;
+    results.push_back(row("fused", T, 0, 1.0 * t));
+    results.push_back(row("attention_flash", T, 0, 0.5 * t * t));  // more from 8192 (8x)
+    results.push_back(row("attention_cudnn", T, 0, 0.3 * t * t));  // more from 8192 (1.2x)
+    results.push_back(row("attention_cudnn", T, 1024, 0.4 * t));   // less up to 8192 (0.4x)
+    results.push_back(row("attention", T, 0, 0.3 * t * t));        // the op's choice
+  }
+  json failed = row("attention_flash", 8192, 1024, 0);
+  failed.erase("median_ms");
+  failed["error"] = "cannot run";
+  results.push_back(failed);
+  const std::vector<std::string> lines = cli::attention_crossovers(results);
+  ASSERT_EQ(lines.size(), 4u) << json(lines).dump(1);
+  auto line_of = [&](const std::string& name) {
+    for (const std::string& l : lines)
+      if (l.rfind(name + " ", 0) == 0) return l;
+    return std::string();
+  };
+  const std::string where = " fwd bfloat16 B=1 H=16 D=128";
+  EXPECT_EQ(line_of("attention_flash"),
+            "attention_flash" + where + ": costs more than fused from T = 8192 (2.00x there)");
+  EXPECT_EQ(line_of("attention_cudnn"),
+            "attention_cudnn" + where + ": costs more than fused from T = 8192 (1.20x there)");
+  EXPECT_EQ(
+      line_of("attention_cudnn@1024"),
+      "attention_cudnn@1024" + where + ": costs less than fused up to T = 8192 (0.40x there)");
+  EXPECT_EQ(line_of("attention"),
+            "attention" + where + ": costs more than fused from T = 8192 (1.20x there)");
 }
 
 }  // namespace
