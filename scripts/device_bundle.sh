@@ -10,7 +10,8 @@ arch=${1:-90}
 build=build-device
 # The cuDNN frontend's headers (attention) are fetched here at configure time: nothing to carry.
 targets=(gdn gdr_lab conv_lab test_cuda_gdr test_cuda_ops test_cuda_nn test_cuda_parity test_cuda_optim
-  test_cuda_train test_cuda_dist test_cuda_attention test_cuda_attention_cudnn)
+  test_cuda_train test_cuda_dist test_cuda_attention test_cuda_attention_cudnn
+  test_cuda_bench_attention)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGDN_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j "${GDN_JOBS:-$(nproc)}" --target "${targets[@]}"

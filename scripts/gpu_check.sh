@@ -2,19 +2,23 @@
 # The GPU checks in one run, for a machine with an NVIDIA GPU: the `gpu` tests, compute-sanitizer's
 # race check on the fused kernels, the fused kernels side by side in the kernel lab (and the causal
 # conv1d's direct kernels against cuDNN: conv_lab, conv-lab.jsonl), the seed
-# sweep (`gdn bench --device cuda --preset seed`) and, where python3 has PyTorch, the floor of a
+# sweep (`gdn bench --device cuda --preset seed`), causal attention on cuDNN's fused attention
+# against our flash kernel beside the fused gated delta rule (`gdn bench --impls
+# fused,attention_flash,attention_cudnn`, bf16, T 2048 and 8192, full and a 1024 window:
+# bench-attention.json) and, where python3 has PyTorch, the floor of a
 # straightforward PyTorch chunked implementation (scripts/torch_chunked_floor.py). Each stage has a time limit and writes
 # its log to OUT_DIR (default runs/gpu-check); summary.txt has one line per stage.
 #
 # Programs come from BIN (default build/, as scripts/setup.sh builds them) or from a bundle
 # made by scripts/device_bundle.sh (BUNDLE=.device_carry/bundle.tar.xz: unpacked to /tmp).
-# STAGES (default "tests racecheck lab bench torch") picks stages.
+# STAGES (default "tests racecheck lab bench attention torch") picks stages.
 #
 # On a lent GPU machine with the CUDA toolkit but none of our Debian packages: build the bundle
-# here (scripts/device_bundle.sh 90), carry .device_carry, and run there, in two calls of at most
+# here (scripts/device_bundle.sh 90), carry .device_carry, and run there, in calls of at most
 # 10 minutes each (the stage limits add up to more):
 #   BUNDLE=.device_carry/bundle.tar.xz OUT_DIR=$OUT STAGES="tests racecheck lab" scripts/gpu_check.sh
 #   BUNDLE=.device_carry/bundle.tar.xz OUT_DIR=$OUT STAGES="bench torch" scripts/gpu_check.sh
+#   BUNDLE=.device_carry/bundle.tar.xz OUT_DIR=$OUT STAGES="attention" scripts/gpu_check.sh
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-runs/gpu-check}
@@ -60,7 +64,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} bin tests out
 stage() {  # name, seconds, command...
   local name=$1 limit=$2 start rc
   shift 2
-  case " ${STAGES:-tests racecheck lab bench torch} " in *" $name "*) ;; *) return 0 ;; esac
+  case " ${STAGES:-tests racecheck lab bench attention torch} " in *" $name "*) ;; *) return 0 ;; esac
   echo "== $name (limit ${limit}s)"
   start=$(date +%s)
   timeout "$limit" bash -c "$*" >"$out/$name.log" 2>&1  # functions below are exported
@@ -74,7 +78,9 @@ run_tests() {
   for t in "$tests"/test_cuda_*; do
     echo "--- $(basename "$t")"
     # One binary that hangs (a kernel waiting forever) must not eat the others' time.
-    timeout 150 "$t" --gtest_brief=1 || { echo "FAILED ($?): $(basename "$t")"; failed=1; }
+    # GDN_BINARY: the gdn that tests running it use (the bundle's wrappers hide where they are).
+    GDN_BINARY="$bin/gdn" timeout 150 "$t" --gtest_brief=1 ||
+      { echo "FAILED ($?): $(basename "$t")"; failed=1; }
   done
   return $failed
 }
@@ -107,6 +113,11 @@ lab() {
 export -f lab
 stage lab 240 lab
 stage bench 420 '"$bin/gdn"' bench --device cuda --preset seed --out '"$out/bench-seed.json"'
+# Rows cuDNN cannot run are error rows naming why (exit 2; the JSON is still written). The fp64
+# CPU reference runs once per T and window.
+stage attention 240 '"$bin/gdn"' bench --device cuda --impls fused,attention_flash,attention_cudnn \
+  --modes fwd,fwd_bwd --dtypes bfloat16 --batch 1 --heads 16 --seq 2048,8192 --dims 128 \
+  --window 0,1024 --out '"$out/bench-attention.json"'
 stage torch 150 python3 scripts/torch_chunked_floor.py --out '"$out/torch-floor.json"'
 echo "results in $out:"
 ls -la "$out"

@@ -21,10 +21,11 @@ GDN_TEST_REQUIRES_CUDA();
 namespace gdn {
 namespace {
 
-int run_gdn(const std::string& args) {
+// Runs `gdn args`, its output to `log`.
+int run_gdn(const std::string& args, const std::string& log) {
   const std::string bin = test::gdn_binary();
   if (bin.empty()) return -1;
-  const int rc = std::system((bin + " " + args + " >bench_cuda_attention.out 2>&1").c_str());
+  const int rc = std::system((bin + " " + args + " >" + log + " 2>&1").c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -2;
 }
 
@@ -32,14 +33,15 @@ TEST(CudaBenchAttention, EachKernelTimedAndChecked) {
   if (test::gdn_binary().empty()) GTEST_SKIP() << "no gdn program beside the tests";
   unsetenv("GDN_ATTENTION");  // `attention` is the op's own choice
   test::TempDir dir("bench_cuda_attention");
-  const std::string out = dir.file("b.json");
+  const std::string out = dir.file("b.json"), log = dir.file("bench.log");
   // fp32 attention_cudnn rows fail (cuDNN runs bf16): exit status 2, the JSON written.
   ASSERT_EQ(run_gdn("bench --device cuda --impls chunked,attention,attention_flash,attention_cudnn "
                     "--modes fwd,fwd_bwd --dtypes bfloat16,float32 --heads 2 --seq 128,256 "
                     "--dims 64 --window 0,32 --repeats 2 --min-sample-ms 0 --out " +
-                    out),
+                        out,
+                    log),
             2)
-      << test::read_file("bench_cuda_attention.out");
+      << test::read_file(log);
   const auto doc = nlohmann::json::parse(test::read_file(out));
   bool cudnn_ran = false;
   std::string cudnn_why;
