@@ -85,6 +85,11 @@ TEST(BenchAttention, RefusesTheCudaKernelsOnTheCpu) {
     EXPECT_NE(out.find("--device cpu"), std::string::npos) << out;
     EXPECT_NE(out.find("--device cuda"), std::string::npos) << out;
   }
+  // An unknown name lists the attention names too.
+  EXPECT_EQ(run_gdn("bench --impls attention_fa3 --seq 16 --dims 16 --repeats 1"), 1);
+  const std::string out = test::read_file("bench_attention.out");
+  EXPECT_NE(out.find("--impls attention_fa3: unknown"), std::string::npos) << out;
+  EXPECT_NE(out.find("attention_flash, attention_cudnn"), std::string::npos) << out;
 }
 
 TEST(BenchAttention, ImplNames) {

@@ -325,7 +325,12 @@ void run(BenchArgs a) {
     if (is_attention_impl(name)) {
       attention_kernels.push_back(parse_attention_impl(name, dev));
     } else {
-      impls.push_back(&gdr::find_implementation(name));
+      try {
+        impls.push_back(&gdr::find_implementation(name));
+      } catch (const std::invalid_argument&) {
+        GDN_FAIL("--impls ", name, ": unknown (known: ", gdr::implementation_names(),
+                 ", attention, and on CUDA attention_flash, attention_cudnn)");
+      }
     }
   }
   const bool attention = !attention_kernels.empty();
