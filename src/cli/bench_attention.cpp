@@ -137,6 +137,8 @@ void call_cuda_kernels(const attn::Problem& p, const Buffers& b, bool fwd_bwd, c
       if constexpr (std::is_same_v<T, bf16>) {
         Tensor ws = workspace((fwd.cudnn_bytes + 3) / 4, DType::float32, dev);
         attn::forward_cudnn(p, q, k, v, b.o.data<T>(), b.lse.data<float>(), ws.data_ptr(), stream);
+      } else {
+        GDN_FAIL("attention: cuDNN runs bf16, got ", dtype_name(b.q.dtype()));
       }
     } else {
       Tensor ws = workspace(attn::cuda_forward_workspace_elems(p), acc, dev);
@@ -149,6 +151,8 @@ void call_cuda_kernels(const attn::Problem& p, const Buffers& b, bool fwd_bwd, c
       Tensor ws = workspace((bwd.cudnn_bytes + 3) / 4, DType::float32, dev);
       attn::backward_cudnn(p, q, k, v, b.o.data<T>(), b.lse.data<float>(), b.d_o.data<T>(),
                            b.dq.data<T>(), b.dk.data<T>(), b.dv.data<T>(), ws.data_ptr(), stream);
+    } else {
+      GDN_FAIL("attention: cuDNN runs bf16, got ", dtype_name(b.q.dtype()));
     }
   } else {
     Tensor ws = workspace(attn::cuda_backward_workspace_elems(p), acc, dev);
