@@ -73,7 +73,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 
-# --- Patch 2: flash_attn. fla's Attention refuses to build without flash_attn_func and calls it
+# --- Patch 3: flash_attn. fla's Attention refuses to build without flash_attn_func and calls it
 # as flash_attn_func(q, k, v, causal=True, window_size=(-1, -1) or (w - 1, 0)) on [B, T, H, D]
 # with fewer key/value heads (GQA: query head h reads kv head h // (H / HKV)). flash-attn's
 # definition: query i sees key j iff j <= i (causal) and i - left <= j <= i + right (window).
@@ -199,7 +199,7 @@ def n_params(model):
 
 def fla_logits(model, tokens):
     model.eval()
-    # --- Patch 3: fla's chunked gated-delta-rule kernel does not run in Triton 3.9's interpreter
+    # --- Patch 2: fla's chunked gated-delta-rule kernel does not run in Triton 3.9's interpreter
     # (chunk_gated_delta_rule_fwd_kernel_h_blockdim64 calls `.to` on its loop index, a Python int
     # there). Its fused recurrent kernel, which fla itself runs for inference on <= 64 tokens,
     # does: every Gated DeltaNet layer runs in that mode (the same math, one token at a time).
@@ -355,8 +355,9 @@ FLA_CASES = {
     "fla-C-dict": dict(FLA_BASE, tie_word_embeddings=True,
                        attn={"layers": [3], "num_heads": 4, "num_kv_heads": 2}),
     "fla-D-list": dict(FLA_BASE, tie_word_embeddings=False, num_v_heads=8, expand_v=2.0,
+                       # rope_theta an integer: fla keeps it so in config.json
                        attn=[{"layers": [0, 2], "num_heads": 8, "num_kv_heads": 2,
-                              "qkv_bias": True, "window_size": 24, "rope_theta": 50000.0},
+                              "qkv_bias": True, "window_size": 24, "rope_theta": 50000},
                              {"layers": [3], "num_heads": 4}]),
 }
 
