@@ -283,11 +283,17 @@ Rows<A> transposed_tile(const Problem& p, const A* xt, const Sequence& s, int64_
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// The visible columns [lo, hi) of a score row of bc columns, clipped to it (lo <= hi <= bc).
+Span clipped(const Span& keys, int64_t bc) {
+  const int64_t lo = std::min(keys.lo, bc);
+  return {lo, std::max(std::min(keys.hi, bc), lo)};
+}
+
 // row[j] = exp(row[j] - shift) over the visible columns of a score row, 0 elsewhere (bc
 // columns); returns the row's sum.
 template <typename A>
 A exp_visible(const Span& keys, int64_t bc, A shift, A* row) {
-  const int64_t lo = std::min(keys.lo, bc), hi = std::max(keys.hi, lo);
+  const auto [lo, hi] = clipped(keys, bc);
   std::fill(row, row + lo, A(0));
   const A sum = cpu::exp_shifted_sum(row + lo, shift, hi - lo, row + lo);
   std::fill(row + hi, row + bc, A(0));
@@ -400,7 +406,7 @@ void score_grads(const Problem& p, const Scratch<A>& w, const QuerySide<A>& qs,
                  w.dp, w.ld, {cpu::Band::c_lower, r0 - c0});
   for (int64_t i = 0; i < br; ++i) {
     const Span keys = visible_keys(p, r0 + i, c0, bc);
-    const int64_t lo = std::min(keys.lo, bc), hi = std::max(keys.hi, lo);
+    const auto [lo, hi] = clipped(keys, bc);
     A* row = w.dp + i * w.ld;
     std::fill(row, row + lo, A(0));
     cpu::softmax_grad_row(w.s + i * w.ld + lo, delta_rows[i], hi - lo, row + lo);

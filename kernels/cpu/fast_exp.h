@@ -36,9 +36,4 @@ inline double exp_clamped(double x) {
   return std::exp(x);
 }
 
-// out[j] = e^(x[j] - shift) for j < n (in place allowed). The fp32 loop is compiled for
-// AVX-512 and AVX2 besides the baseline and picked at load time for the CPU (fast_exp.cpp).
-void exp_shifted(const float* x, float shift, int64_t n, float* out);
-void exp_shifted(const double* x, double shift, int64_t n, double* out);
-
 }  // namespace gdn::cpu
