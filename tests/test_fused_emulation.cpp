@@ -405,6 +405,55 @@ TEST(FusedEmulation, EveryTileWidthGivesTheSameGradients) {
   }
 }
 
+// ---- the gate gradient under strong decay ------------------------------------------------------
+
+// Every step's log decay in [-5, -4] over whole chunks, and a large state gradient into the last
+// chunk (dht x 1000, as a long future accumulates it): s_i = e_i rowsum(K dS' o Vn)_i is then
+// large at the chunk's end (e_i = Gam_{C-1,i}) while the early rows' dg stays ~1e-3. Formed as
+// sum(s) - sum_{i >= t} s_i, dg_t carries the fp32 rounding of sum(s); with s in X's last row
+// (the CPU's order, kernel_math.h: gate_grad_at) no such term is formed. The error of each
+// chunk's early rows (its first half) is taken against their own size: expect_close's
+// max|err| / max|ref| is set by the last rows and cannot see it.
+// Measured: the fp32 kernel 3.4e-6 (the old form 5.1e-4; on bf16 inputs 1.2e-4), bf16 tensor
+// cores 4.2e-3 on either form (bf16's own rounding hides it here; at dht x 1e4 the old form gave
+// 7.7e-3).
+double early_rows_error(const Vec& got, const Vec& ref, int64_t C) {
+  double worst = 0;
+  for (size_t c0 = 0; c0 < ref.size(); c0 += size_t(C)) {
+    double err = 0, size = 0;
+    for (size_t t = c0; t < c0 + size_t(C / 2) && t < ref.size(); ++t) {
+      err = std::max(err, std::abs(got[t] - ref[t]));
+      size = std::max(size, std::abs(ref[t]));
+    }
+    worst = std::max(worst, err / size);
+  }
+  return worst;
+}
+
+// The early rows' dg error of the fused kernel on T, its inputs rounded to In first.
+template <typename T, typename In = T>
+double strong_decay_dg_error(int64_t vt) {
+  Problem p = shape(1, 256, 1, 1, 32, 32, 64);  // four whole chunks
+  p.has_h0 = p.want_ht = true;
+  Data d = make_data(p, Gates::realistic, 2026);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> decay(-5, -4);
+  for (double& g : d.g) g = decay(rng);
+  for (double& x : d.dht) x *= 1000;
+  d = round_to<In>(d);
+  const Result got = run_fused_emulated<T>(p, vt, d);
+  return early_rows_error(got.dg, reference(p, round_to<T>(d)).dg, p.chunk);
+}
+
+TEST(FusedEmulation, GateGradientKeepsItsDigitsUnderStrongDecay) {
+  for (int64_t vt : {32, 16}) {  // one V tile, and two whose partial sums add up
+    SCOPED_TRACE(vt);
+    EXPECT_LE(strong_decay_dg_error<float>(vt), 2e-5);
+    EXPECT_LE((strong_decay_dg_error<float, bf16>(vt)), 2e-5);  // bf16 inputs, fp32 kernel
+    EXPECT_LE(strong_decay_dg_error<bf16>(vt), 1e-2);           // bf16 tensor-core path
+  }
+}
+
 // ---- sub-chunks: the kernels step through each chunk in R parts ---------------------------------
 
 // T not a multiple of the chunk or the sub-chunk, GVA with several V tiles, K != V, R = 2 and 4.

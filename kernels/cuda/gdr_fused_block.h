@@ -18,6 +18,9 @@
 //   dG_i  = rowsum(dO o gamma Q S)_i - s_i - beta_i rowsum(Z o gamma K S)_i
 //           + rowsum(X)_i - colsum(X)_i (+ sum(s) + gamma_C <S, dS'> at i = C),
 //         X = dP o P + dM o M (strictly lower), s_i = e_i rowsum(K dS' o Vn)_i.
+// dg_t = sum_{i >= t} dG_i is summed as the CPU kernels sum it (kernel_math.h: gate_grad_at),
+// with s in X's last row: sum(s) - sum_{i >= t} s_i is never formed, since under strong decay it
+// cancels to far less than fp32 rounding of sum(s) (docs/design.md, the gate gradient).
 // Everything but dV and dh0 (per tile) is a sum over the V tiles (and dq, dk over the value heads
 // of a group) of what each block computes from its columns: the blocks of a group add their parts
 // to one running sum per chunk in a fixed order, handing it on through a flag, and the last one
@@ -265,8 +268,7 @@ GDN_HD void value_grads(const Exec& ex, const Dims& d, const BackwardTiles<T>& m
 }
 
 // Z = A^T dVn (over kd);  dA = dVn Y^T;  then, once the group's earlier blocks have added chunk
-// c, dQ = (dP o Gam) K + diag(gamma) dO S^T (this block's part, into the running sum);
-// consts[1] = sum(s) + gamma_C <S, dS'>, the gate constant of the last row.
+// c, dQ = (dP o Gam) K + diag(gamma) dO S^T (this block's part, into the running sum).
 template <typename T, class Exec>
 GDN_HD void query_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
                         const BackwardTiles<T>& m, const SumChain<acc_t<T>>& chain,
@@ -275,8 +277,8 @@ GDN_HD void query_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
   using Path = typename cuda::GemmPath<T>::type;
   const int C = int(d.C), K = int(d.K), VT = int(d.vt);
   const A *a = m.a, *qd = m.qd, *beta = m.beta, *yr = m.yr, *dpg = m.dpg, *gamma = m.gamma;
-  const A *dO = m.dO, *S = m.S, *svec = m.svec;
-  A *kd = m.kd, *da = m.da, *consts = m.consts;
+  const A *dO = m.dO, *S = m.S;
+  A *kd = m.kd, *da = m.da;
   const T* kq = m.kq;
   const int64_t h = at.h, tok = at.tok, rows = at.rows;
   cuda::block_gemm<A>(
@@ -297,18 +299,11 @@ GDN_HD void query_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
           chain.add(chain.dq, args.dq, d.qk(tok + i, h) + j, acc, chain.order == 0,
                     chain.order == chain.last, A(d.scale));
       });
-  GDN_EACH_THREAD(ex, tid) {
-    if (tid == 0) {
-      A acc = consts[0];
-      for (int i = 0; i < C; ++i) acc += svec[i];
-      consts[1] = acc;  // the gate constant of the last row: sum(s) + gamma_C <S, dS'>
-    }
-  }
   ex.sync();
 }
 
-// T1 = dA A^T (over p);  dV = diag(beta) Z (to dv);  zy = rowsum(Z o Yr), avec -= s + beta zk;
-// then dM = strictly_lower(-A^T T1) (over da) and X += dM o M.
+// T1 = dA A^T (over p);  dV = diag(beta) Z (to dv);  zy = rowsum(Z o Yr), avec -= beta zk;
+// then dM = strictly_lower(-A^T T1) (over da), X += dM o M, and s joins X's last row.
 template <typename T, class Exec>
 GDN_HD void decay_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& args,
                         const BackwardTiles<T>& m, const ChunkPlace& at) {
@@ -336,7 +331,7 @@ GDN_HD void decay_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
       }
       zy[tid] = acc_y;
       zk[tid] = acc_k;
-      avec[tid] = avec[tid] - svec[tid] - beta[tid] * acc_k;
+      avec[tid] = avec[tid] - beta[tid] * acc_k;
     }
   }
   ex.sync();
@@ -346,7 +341,9 @@ GDN_HD void decay_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& ar
       [=](int i, int j, A acc) {
         const A dm = j < i ? -acc : A(0);
         da[i * C + j] = dm;
-        xg[i * C + j] += dm * beta[i] * kkg[i * C + j];
+        A x = xg[i * C + j] + dm * beta[i] * kkg[i * C + j];
+        if (i == C - 1 && j < i) x += svec[j];  // the e_j terms, as the CPU's X
+        xg[i * C + j] = x;
       },
       [=](int i_lo, int i_hi, int j_lo, int) {  // A^T: l >= i; only below the diagonal
         return j_lo >= i_hi ? KSpan{0, 0} : KSpan{i_lo, C};
@@ -378,7 +375,7 @@ GDN_HD void gate_grads(const Exec& ex, const Dims& d, const BackwardArgs<T>& arg
       for (int j = 0; j < tid; ++j) acc += da[tid * C + j] * kkg[tid * C + j];
       const int64_t g_at = d.gate(at.tok + tid, at.hv);
       chain.add(chain.dbeta, args.dbeta, g_at, zy[tid] + acc, chain.first_tile, chain.last_tile);
-      chain.add(chain.dg, args.dg, g_at, cuda::gate_grad_at(tid, avec, xg, consts[1], C),
+      chain.add(chain.dg, args.dg, g_at, cuda::gate_grad_at(tid, avec, xg, consts[0], C),
                 chain.first_tile, chain.last_tile);
     }
   }

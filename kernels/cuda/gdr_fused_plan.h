@@ -136,7 +136,7 @@ struct BackwardLayout {
     c.take_each(C * vt, yr, ksg, qd, dO, kd, vn);
     c.take_each(C, gl, G, gamma, e, beta, avec, svec, zy, zk);
     red = c.take(threads);
-    consts = c.take(2);
+    consts = c.take(1);  // gamma_C <S, dS'>
     ticket = c.take(1);  // an int: the block's ticket (BlockExec::claim_ticket)
     total = c.used();
   }
