@@ -1,7 +1,7 @@
 # Thin wrapper over scripts/setup.sh (installs missing Debian packages, configures, builds) and
 # CTest. The README's quick start uses `make run` (build-run/: the program only) and `make test`
 # (build/: everything).
-.PHONY: all build run test test-gpu test-sanitize format clean
+.PHONY: all build run test test-gpu test-sanitize gpu-check-dry-run format clean
 
 all: build
 
@@ -23,6 +23,15 @@ test: build
 # Only the GPU tests (label gpu).
 test-gpu: build
 	cd build && ctest --output-on-failure -L gpu
+
+# scripts/gpu_check.sh on this machine, GPU or not, over a bundle of build/'s programs packed as
+# for a lent GPU machine (scripts/device_bundle.sh --from build): without a device every test
+# must skip itself and every bench row say "no device", so the script and the bundle are proven
+# coherent before a device is ever lent. CI runs it.
+gpu-check-dry-run: build
+	GDN_BUNDLE_XZ=-0 GDN_FLA_WHEELS=0 ./scripts/device_bundle.sh --from build
+	BUNDLE=.device_carry/bundle.tar.xz GDN_CTEST_DIR=build OUT_DIR=runs/gpu-check-dry-run \
+	  ./scripts/gpu_check.sh --dry-run
 
 # ASan + UBSan build of the CPU tests.
 test-sanitize:

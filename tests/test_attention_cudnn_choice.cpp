@@ -1,6 +1,8 @@
 // The pure logic of the cuDNN attention path (kernels/cuda/attention_cudnn.h), on the CPU: the
 // impl names and GDN_ATTENTION's parsing, which problems cuDNN is asked to run (16-bit, sm_80+,
-// unpacked, D a multiple of 8 up to 128 / 256 on sm_90), the choice between cuDNN and the flash
+// unpacked, D a multiple of 8 up to 128 / 256 on sm_90), which cuDNN library can run them (cuDNN 9
+// opened at run time; a window needs 9.6: the message names the version found and the one
+// needed), the choice between cuDNN and the flash
 // kernel (cudnn where it cannot run is an error, auto falls back), the graph-cache key (equal for
 // equal graphs, distinct for every field a graph is built from, a window >= T as full causal),
 // and that cuDNN's diagonal band (key s kept when s <= t and s + w > t) is our window.
@@ -57,6 +59,47 @@ TEST(AttentionCudnnChoice, SupportsSixteenBitUnpackedHeadDimsOnSm80Up) {
   }
   EXPECT_NE(cudnn_unsupported(attention_problem(1024, 1 << 14, 16, 16, 128), SdpaType::bf16, 90),
             "");
+}
+
+LibraryInfo cudnn_library(int version) {
+  LibraryInfo info;
+  info.name = "cuDNN";
+  info.available = version > 0;
+  info.version_code = version;
+  info.path = version > 0 ? "/lib/libcudnn.so.9" : "";
+  info.why = version > 0 ? "" : "libcudnn.so.9: cannot open shared object file";
+  return info;
+}
+
+TEST(AttentionCudnnChoice, TheLibraryMustBeThereAndNewEnoughForABand) {
+  const Problem full = attention_problem(2, 100, 8, 2, 64, 0);
+  const Problem band = attention_problem(2, 100, 8, 2, 64, 17);
+  EXPECT_EQ(cudnn_library_unsupported(full, cudnn_library(90100)), "");
+  EXPECT_EQ(cudnn_library_unsupported(band, cudnn_library(90600)), "");
+  EXPECT_EQ(cudnn_library_unsupported(band, cudnn_library(91900)), "");
+  const std::string old = cudnn_library_unsupported(band, cudnn_library(90100));
+  EXPECT_NE(old.find("window 17"), std::string::npos) << old;
+  EXPECT_NE(old.find("needs cuDNN 9.6.0 or newer, found 9.1.0 (/lib/libcudnn.so.9)"),
+            std::string::npos)
+      << old;
+  // A window as long as the sequence is no band: any cuDNN 9 runs it.
+  EXPECT_EQ(cudnn_library_unsupported(attention_problem(1, 20, 2, 1, 8, 20), cudnn_library(90100)),
+            "");
+  for (const Problem& p : {full, band}) {
+    const std::string absent = cudnn_library_unsupported(p, cudnn_library(0));
+    EXPECT_NE(absent.find("cuDNN is not available (libcudnn.so.9: cannot open shared object file)"),
+              std::string::npos)
+        << absent;
+    EXPECT_NE(absent.find("needs cuDNN 9.0.0 or newer"), std::string::npos) << absent;
+    // An explicit cudnn is refused with that reason; auto falls back.
+    try {
+      run_on_cudnn(Impl::cudnn, absent);
+      ADD_FAILURE() << "cudnn without a library did not throw";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("cuDNN is not available"), std::string::npos);
+    }
+    EXPECT_FALSE(run_on_cudnn(Impl::automatic, absent));
+  }
 }
 
 TEST(AttentionCudnnChoice, AutoFallsBackAndCudnnWhereItCannotRunIsAnError) {

@@ -124,6 +124,7 @@ void expect_close(const Outputs& a, const Outputs& b, const std::string& what) {
 using test::attention_problem;
 
 TEST(CudaAttentionCudnn, MatchesTheCpuOverShapesWindowsAndGqa) {
+  GDN_SKIP_WITHOUT_CUDNN();
   ASSERT_TRUE(attn::cudnn_sdpa_built()) << "built without the cuDNN frontend";
   for (int64_t T : {64, 130, 1000})
     for (int64_t D : {64, 128})
@@ -137,6 +138,7 @@ TEST(CudaAttentionCudnn, MatchesTheCpuOverShapesWindowsAndGqa) {
 }
 
 TEST(CudaAttentionCudnn, FlashBackwardRunsOnCudnnStats) {
+  GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(2, 130, 4, 2, 64, 17);
   if (!cudnn_runs(p)) GTEST_SKIP();
   const Inputs in = inputs_for(p);
@@ -144,6 +146,7 @@ TEST(CudaAttentionCudnn, FlashBackwardRunsOnCudnnStats) {
 }
 
 TEST(CudaAttentionCudnn, IsDeterministic) {
+  GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(1, 300, 4, 2, 64, 0);
   if (!cudnn_runs(p)) GTEST_SKIP();
   const Inputs in = inputs_for(p);
@@ -155,6 +158,7 @@ TEST(CudaAttentionCudnn, IsDeterministic) {
 }
 
 TEST(CudaAttentionCudnn, TheOpPicksCudnnOrFallsBack) {
+  GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(1, 100, 4, 2, 64, 17);
   if (!cudnn_runs(p)) GTEST_SKIP();
   const Inputs in = inputs_for(p);

@@ -215,6 +215,7 @@ void check_cudnn_conv(const ConvShape& s, uint64_t seed) {
 }
 
 TEST(CudaNn, CausalConv1dCudnnMatchesCpuAndDirect) {
+  GDN_SKIP_WITHOUT_CUDNN();
   uint64_t seed = 300;
   for (const ConvShape& s : kConvShapes) {
     check_cudnn_conv<float>(s, seed);
@@ -224,6 +225,7 @@ TEST(CudaNn, CausalConv1dCudnnMatchesCpuAndDirect) {
 }
 
 TEST(CudaNn, CausalConv1dCudnnEmptyBatch) {
+  GDN_SKIP_WITHOUT_CUDNN();
   void* stream = cuda::current_stream(0);
   for (DType dt : kDtypes) {
     Tensor dw = ops::to_device(ops::ones({3, 2}, dt), kCuda);
@@ -240,6 +242,7 @@ TEST(CudaNn, CausalConv1dCudnnEmptyBatch) {
 }
 
 TEST(CudaNn, CausalConv1dCudnnRejectsASmallWorkspace) {
+  GDN_SKIP_WITHOUT_CUDNN();
   void* stream = cuda::current_stream(0);
   const ConvShape s{2, 16, 8, 4};
   Tensor x = ops::zeros({s.b * s.t * s.c}, DType::float32, kCuda);
@@ -258,6 +261,7 @@ TEST(CudaNn, CausalConv1dCudnnRejectsASmallWorkspace) {
 // Through the op: GDN_CONV1D=cudnn on CUDA against the CPU op, with the parity harness (bitwise
 // reruns included) at conv_tol; fp64 runs the direct kernel whatever GDN_CONV1D says.
 TEST(CudaNn, CausalConv1dOpOnCudnn) {
+  GDN_SKIP_WITHOUT_CUDNN();
   ScopedEnv env("GDN_CONV1D", "cudnn");
   using In = ops::InputSpec;
   const ops::Tolerance tolerance{1e-10, conv_tol(DType::float32), conv_tol(DType::bfloat16)};

@@ -27,6 +27,9 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/kernel_math.h"
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/optional_libraries.h"
+#endif
 
 namespace gdn::cuda {
 namespace {
@@ -284,8 +287,10 @@ TEST(CudnnConv1d, ImplementationChoice) {
 }
 
 #if defined(GDN_WITH_CUDA)
-// The descriptors conv_cudnn.cu builds, read back through cuDNN (host calls; no GPU needed).
+// The descriptors conv_cudnn.cu builds, read back through cuDNN (host calls; no GPU needed; cuDNN
+// is opened at run time, and a machine without it skips).
 TEST(CudnnConv1d, CudnnReadsTheDescriptorsAsTheGeometry) {
+  if (!cuda::cudnn_info().available) GTEST_SKIP() << cuda::cudnn_info().summary();
   for (int64_t b : {1, 3})
     for (int64_t t : {1, 2, 5, 64})
       for (int64_t c : {1, 13, 24})

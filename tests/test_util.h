@@ -38,3 +38,12 @@ inline void expect_values(const Tensor& t, const std::vector<double>& want, doub
 }  // namespace gdn::test
 
 #define GDN_TEST_REQUIRES_CUDA() static ::gdn::test::RequireCuda gdn_requires_cuda_
+
+// Skips a test of cuDNN's own paths where this machine has no usable cuDNN (it is opened at run
+// time), saying what was found; the rest of the binary still runs.
+#if defined(GDN_WITH_CUDA)
+#include "kernels/cuda/optional_libraries.h"
+#define GDN_SKIP_WITHOUT_CUDNN()            \
+  if (!::gdn::cuda::cudnn_info().available) \
+  GTEST_SKIP() << "cuDNN: " << ::gdn::cuda::cudnn_info().summary()
+#endif

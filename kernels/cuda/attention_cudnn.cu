@@ -2,8 +2,11 @@
 // frontend graph per (host thread, device, GraphKey), built on first use with the heuristics'
 // plans (mode A, then the fallback list) and kept; a key whose graph cannot be built is kept too,
 // with the reason, so an `auto` call falls back to the flash kernel without retrying. One cuDNN
-// handle per (host thread, device, stream). Without the frontend's headers (GDN_WITH_CUDNN_SDPA
-// off) only the stubs at the end are built: every problem is unsupported.
+// handle per (host thread, device, stream). cuDNN is opened at run time (kernels/cuda/cudnn_api.h),
+// and the frontend is compiled with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING: it binds its functions
+// from the same handle (cudnn_frontend::cudnn_dlhandle, defined here) and loads NVRTC itself.
+// Without the frontend's headers (GDN_WITH_CUDNN_SDPA off) only the stubs at the end are built:
+// every problem is unsupported.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,9 +20,18 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
+
+#include "kernels/cuda/cudnn_api.h"
+
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;  // the frontend's cuDNN (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
+}  // namespace cudnn_frontend
 
 namespace gdn::attn {
 
@@ -27,14 +39,31 @@ namespace {
 
 namespace fe = cudnn_frontend;
 
+const cuda::CudnnApi& dnn() {
+  return cuda::cudnn("cuDNN's fused attention");
+}
+
+// Points the frontend at our cuDNN, once, before its first call. It also opens the CUDA runtime
+// by name (libcudart.so.12, then .13): it is told the one this program runs on, unless the user
+// named one (CUDNN_FRONTEND_CUDART_LIB_NAME).
+void prepare_frontend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    fe::cudnn_dlhandle = dnn().handle;
+    const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), 0);
+  });
+}
+
 // The uids of the graphs' tensors (the variant pack's keys).
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
 cudnnHandle_t handle_for(cudaStream_t stream) {
   return cuda::handle_per_stream<cudnnHandle_t>(stream, [](cudaStream_t s) {
     cudnnHandle_t h = nullptr;
-    if (cudnnCreate(&h) != CUDNN_STATUS_SUCCESS) throw std::runtime_error("cudnnCreate failed");
-    if (cudnnSetStream(h, s) != CUDNN_STATUS_SUCCESS)
+    if (dnn().cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error("cudnnCreate failed");
+    if (dnn().cudnnSetStream(h, s) != CUDNN_STATUS_SUCCESS)
       throw std::runtime_error("cudnnSetStream failed");
     return h;
   });
@@ -167,7 +196,20 @@ const Entry& entry_for(const Problem& p, bool backward, cudaStream_t stream) {
   if (graphs.size() >= kMaxGraphs) graphs.clear();
   Entry e;
   e.why = cudnn_unsupported(p, SdpaType::bf16, current_sm(device));
-  if (e.why.empty()) e = build(p, backward, handle_for(stream));
+  if (e.why.empty()) {
+    e.why = cudnn_library_unsupported(p, cuda::cudnn_info());
+    if (!e.why.empty()) {
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        std::fprintf(stderr, "gdn: attention runs the flash kernel where cuDNN would: %s\n",
+                     e.why.c_str());
+      });
+    }
+  }
+  if (e.why.empty()) {
+    prepare_frontend();
+    e = build(p, backward, handle_for(stream));
+  }
   return graphs.emplace(key, std::move(e)).first->second;
 }
 

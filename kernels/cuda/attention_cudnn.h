@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/optional_libraries.h"
 #include "kernels/numeric.h"
 
 namespace gdn::attn {
@@ -46,6 +47,11 @@ inline Impl requested_impl(Impl op, const char* env) {
   return op != Impl::automatic ? op : parse_impl(env);
 }
 
+// A window that covers the whole sequence is full causal: no diagonal band (same graph).
+inline int64_t band_of(const Problem& p) {
+  return p.window > 0 && p.window < p.T ? p.window : 0;
+}
+
 // Element types cuDNN's fused attention is asked about (the framework has fp32, fp64, bf16).
 enum class SdpaType { f32, f64, bf16, f16 };
 
@@ -66,6 +72,19 @@ inline std::string cudnn_unsupported(const Problem& p, SdpaType t, int sm) {
   return "";
 }
 
+// Why the cuDNN this process found (`cudnn`, kernels/cuda/optional_libraries.h: opened at run time)
+// cannot run p, or "": absent or not cuDNN 9, or older than 9.6 for a sliding window (cuDNN's
+// diagonal band). The message names the version found and the one needed.
+inline std::string cudnn_library_unsupported(const Problem& p, const LibraryInfo& cudnn) {
+  std::string why = why_unusable(cudnn, "cuDNN's fused attention", cuda::kCudnnMinVersion);
+  if (why.empty() && band_of(p) > 0)
+    why = why_unusable(
+        cudnn,
+        "a sliding window (window " + std::to_string(p.window) + ") on cuDNN's fused attention",
+        cuda::kCudnnBandMinVersion);
+  return why;
+}
+
 // Whether this call runs on cuDNN: `requested` and whether cuDNN can (`why_not` empty: built and
 // supported). Asking for cudnn where it cannot run throws std::invalid_argument with the reason.
 inline bool run_on_cudnn(Impl requested, const std::string& why_not) {
@@ -73,11 +92,6 @@ inline bool run_on_cudnn(Impl requested, const std::string& why_not) {
   if (requested == Impl::cudnn && !why_not.empty())
     throw std::invalid_argument("attention impl cudnn: " + why_not);
   return why_not.empty();
-}
-
-// A window that covers the whole sequence is full causal: no diagonal band (same graph).
-inline int64_t band_of(const Problem& p) {
-  return p.window > 0 && p.window < p.T ? p.window : 0;
 }
 
 // The key of a cached graph: the device, the pass and everything the graph is built from.
@@ -115,7 +129,9 @@ bool cudnn_sdpa_built();
 
 // Bytes of workspace the bf16 forward / backward graph of p needs on the current device, building
 // and caching the graph (per host thread, device and key) on first use; -1 when cuDNN cannot run
-// p, with the reason in *why (not built, cudnn_unsupported, or the graph's support check).
+// p, with the reason in *why (not built, cudnn_unsupported, cudnn_library_unsupported, or the
+// graph's support check). The first problem turned away for want of a usable cuDNN library says
+// so once on stderr (the flash kernel runs it under auto).
 int64_t cudnn_workspace_bytes(const Problem& p, bool backward, void* stream, std::string* why);
 
 // The forward: o and lse (fp32 [B, H, T]). `workspace` holds cudnn_workspace_bytes(p, false).

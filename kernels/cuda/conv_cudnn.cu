@@ -3,7 +3,8 @@
 // file keeps one cuDNN handle per (host thread, device, stream), one cached plan per (device,
 // dtype, shape) holding the descriptors and the algorithm of each pass, and makes the calls.
 // Every cuDNN status is checked; a failure names the call, cuDNN's status string and its last
-// error message.
+// error message. cuDNN is opened at run time (kernels/cuda/cudnn_api.h): without it every entry
+// point throws, naming what was found.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cuda/conv_cudnn.h"
+#include "kernels/cuda/cudnn_api.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch_math.h"
 
@@ -24,10 +26,15 @@ namespace gdn::cuda {
 
 namespace {
 
+const CudnnApi& dnn() {
+  return cudnn("causal_conv1d on cuDNN (GDN_CONV1D=cudnn)");
+}
+
 std::string cudnn_failure(const char* expr, cudnnStatus_t st, const char* file, int line) {
   char detail[1024] = {};
-  cudnnGetLastErrorString(detail, sizeof(detail));  // this thread's last message, may be empty
-  std::string m = std::string("cuDNN error in ") + expr + ": " + cudnnGetErrorString(st);
+  dnn().cudnnGetLastErrorString(detail,
+                                sizeof(detail));  // this thread's last message, may be empty
+  std::string m = std::string("cuDNN error in ") + expr + ": " + dnn().cudnnGetErrorString(st);
   if (detail[0]) m += std::string(" [") + detail + "]";
   return m + " (" + file + ":" + std::to_string(line) + ")";
 }
@@ -80,8 +87,8 @@ const char* math_name(cudnnMathType_t m) {
 cudnnHandle_t handle_for(cudaStream_t stream) {
   return handle_per_stream<cudnnHandle_t>(stream, [](cudaStream_t s) {
     cudnnHandle_t h = nullptr;
-    GDN_KCUDNN_CHECK(cudnnCreate(&h));
-    GDN_KCUDNN_CHECK(cudnnSetStream(h, s));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreate(&h));
+    GDN_KCUDNN_CHECK(dnn().cudnnSetStream(h, s));
     return h;
   });
 }
@@ -127,16 +134,16 @@ struct Plan {
 
 // The descriptors of conv_cudnn.h's geometry; shared by the plans and cudnn_conv1d_descriptors.
 void set_data(cudnnTensorDescriptor_t d, const CudnnConv1dGeometry& g, cudnnDataType_t dt) {
-  GDN_KCUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, dt, g.n, g.c, g.h, g.w));
+  GDN_KCUDNN_CHECK(dnn().cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, dt, g.n, g.c, g.h, g.w));
 }
 void set_filter(cudnnFilterDescriptor_t f, const CudnnConv1dGeometry& g, cudnnDataType_t dt) {
-  GDN_KCUDNN_CHECK(cudnnSetFilter4dDescriptor(f, dt, CUDNN_TENSOR_NHWC, g.filter_k, g.filter_c,
-                                              g.filter_h, g.filter_w));
+  GDN_KCUDNN_CHECK(dnn().cudnnSetFilter4dDescriptor(f, dt, CUDNN_TENSOR_NHWC, g.filter_k,
+                                                    g.filter_c, g.filter_h, g.filter_w));
 }
 void set_conv(cudnnConvolutionDescriptor_t cd, const CudnnConv1dGeometry& g) {
-  GDN_KCUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, g.pad_h, g.pad_w, 1, 1, 1, 1,
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  GDN_KCUDNN_CHECK(cudnnSetConvolutionGroupCount(cd, g.groups));
+  GDN_KCUDNN_CHECK(dnn().cudnnSetConvolution2dDescriptor(
+      cd, g.pad_h, g.pad_w, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  GDN_KCUDNN_CHECK(dnn().cudnnSetConvolutionGroupCount(cd, g.groups));
 }
 
 std::string shape_str(const CudnnConv1dGeometry& g, int k, cudnnDataType_t dt) {
@@ -151,9 +158,9 @@ using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
 
 void destroy(Plan& p) {
   for (PassPlan& pp : p.pass)
-    if (pp.conv) cudnnDestroyConvolutionDescriptor(pp.conv);
-  if (p.filter) cudnnDestroyFilterDescriptor(p.filter);
-  if (p.data) cudnnDestroyTensorDescriptor(p.data);
+    if (pp.conv) dnn().cudnnDestroyConvolutionDescriptor(pp.conv);
+  if (p.filter) dnn().cudnnDestroyFilterDescriptor(p.filter);
+  if (p.data) dnn().cudnnDestroyTensorDescriptor(p.data);
 }
 
 Plan& plan_for(cudnnDataType_t dt, int64_t b, int64_t t, int64_t c, int64_t k) {
@@ -171,18 +178,18 @@ Plan& plan_for(cudnnDataType_t dt, int64_t b, int64_t t, int64_t c, int64_t k) {
   p.g = cudnn_conv1d_geometry(b, t, c, k);
   p.dtype = dt;
   try {
-    GDN_KCUDNN_CHECK(cudnnCreateTensorDescriptor(&p.data));
-    GDN_KCUDNN_CHECK(cudnnCreateFilterDescriptor(&p.filter));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreateTensorDescriptor(&p.data));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreateFilterDescriptor(&p.filter));
     set_data(p.data, p.g, dt);
     set_filter(p.filter, p.g, dt);
     for (PassPlan& pp : p.pass) {
-      GDN_KCUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pp.conv));
+      GDN_KCUDNN_CHECK(dnn().cudnnCreateConvolutionDescriptor(&pp.conv));
       set_conv(pp.conv, p.g);
     }
     // The causal geometry rests on cuDNN's output width being exactly t.
     int on = 0, oc = 0, oh = 0, ow = 0;
-    GDN_KCUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p.pass[kForward].conv, p.data, p.filter,
-                                                           &on, &oc, &oh, &ow));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolution2dForwardOutputDim(p.pass[kForward].conv, p.data,
+                                                                 p.filter, &on, &oc, &oh, &ow));
     if (on != p.g.n || oc != p.g.c || oh != 1 || ow != p.g.w)
       throw std::logic_error("causal_conv1d (cuDNN): output dims " + std::to_string(on) + "x" +
                              std::to_string(oc) + "x" + std::to_string(oh) + "x" +
@@ -212,13 +219,13 @@ cudnnStatus_t workspace_of(Pass pass, cudnnHandle_t h, const Plan& p, int algo, 
   const cudnnConvolutionDescriptor_t cd = p.pass[pass].conv;
   switch (pass) {
     case kForward:
-      return cudnnGetConvolutionForwardWorkspaceSize(h, p.data, p.filter, cd, p.data,
-                                                     cudnnConvolutionFwdAlgo_t(algo), bytes);
+      return dnn().cudnnGetConvolutionForwardWorkspaceSize(h, p.data, p.filter, cd, p.data,
+                                                           cudnnConvolutionFwdAlgo_t(algo), bytes);
     case kBackwardData:
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(
+      return dnn().cudnnGetConvolutionBackwardDataWorkspaceSize(
           h, p.filter, p.data, cd, p.data, cudnnConvolutionBwdDataAlgo_t(algo), bytes);
     default:
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+      return dnn().cudnnGetConvolutionBackwardFilterWorkspaceSize(
           h, p.data, p.data, cd, p.filter, cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
   }
 }
@@ -234,32 +241,32 @@ size_t workspace_cap(const CudnnConv1dGeometry& g, size_t elem_bytes) {
 PassPlan& prepare(Plan& p, Pass pass, cudnnHandle_t h, size_t elem_bytes) {
   PassPlan& pp = p.pass[pass];
   if (pp.ready) return pp;
-  GDN_KCUDNN_CHECK(cudnnSetConvolutionMathType(pp.conv, query_math(p.dtype)));
+  GDN_KCUDNN_CHECK(dnn().cudnnSetConvolutionMathType(pp.conv, query_math(p.dtype)));
   std::vector<Candidate> cands;
   int max_count = 0, returned = 0;
   if (pass == kForward) {
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.data, p.filter, pp.conv, p.data,
-                                                            max_count, &returned, perf.data()));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionForwardAlgorithm_v7(
+        h, p.data, p.filter, pp.conv, p.data, max_count, &returned, perf.data()));
     cands = candidates_of(perf, returned, p.dtype);
   } else if (pass == kBackwardData) {
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, p.filter, p.data, pp.conv, p.data, max_count, &returned, perf.data()));
     cands = candidates_of(perf, returned, p.dtype);
   } else {
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, p.data, p.data, pp.conv, p.filter, max_count, &returned, perf.data()));
     cands = candidates_of(perf, returned, p.dtype);
   }
   const size_t cap = workspace_cap(p.g, elem_bytes);
   std::string skipped;
   for (Candidate cand : cands) {
-    GDN_KCUDNN_CHECK(cudnnSetConvolutionMathType(pp.conv, run_math(p.dtype, cand.math)));
+    GDN_KCUDNN_CHECK(dnn().cudnnSetConvolutionMathType(pp.conv, run_math(p.dtype, cand.math)));
     const cudnnStatus_t st = workspace_of(pass, h, p, cand.algo, &cand.bytes);
     if (st == CUDNN_STATUS_SUCCESS && cand.bytes <= cap) {
       pp.chosen = cand;
@@ -267,7 +274,7 @@ PassPlan& prepare(Plan& p, Pass pass, cudnnHandle_t h, size_t elem_bytes) {
       return pp;
     }
     skipped += " " + algo_name(pass, cand.algo) +
-               (st != CUDNN_STATUS_SUCCESS ? std::string(" (") + cudnnGetErrorString(st) + ")"
+               (st != CUDNN_STATUS_SUCCESS ? std::string(" (") + dnn().cudnnGetErrorString(st) + ")"
                                            : " (" + std::to_string(cand.bytes) + " B workspace)");
   }
   throw std::runtime_error(
@@ -342,7 +349,7 @@ void causal_conv1d_cudnn_forward(const T* x, const T* w, int64_t b, int64_t t, i
   char* ws = static_cast<char*>(workspace);
   const T* wf = extended_filter(w, p, k, ws, sc.w_ext, s);
   const float one = 1.f, zero = 0.f;  // scaling factors are float for float and bf16 data
-  GDN_KCUDNN_CHECK(cudnnConvolutionForward(
+  GDN_KCUDNN_CHECK(dnn().cudnnConvolutionForward(
       h, &one, p.data, x, p.filter, wf, f.conv, cudnnConvolutionFwdAlgo_t(f.chosen.algo),
       f.chosen.bytes ? ws + sc.cudnn : nullptr, f.chosen.bytes, &zero, p.data, y));
 }
@@ -383,7 +390,7 @@ void causal_conv1d_cudnn_backward(const T* x, const T* w, const T* dy, int64_t b
   if (dx) {
     const PassPlan& d = p.pass[kBackwardData];
     const T* wf = extended_filter(w, p, k, ws, sc.w_ext, s);
-    GDN_KCUDNN_CHECK(cudnnConvolutionBackwardData(
+    GDN_KCUDNN_CHECK(dnn().cudnnConvolutionBackwardData(
         h, &one, p.filter, wf, p.data, dy, d.conv, cudnnConvolutionBwdDataAlgo_t(d.chosen.algo),
         d.chosen.bytes ? ws + sc.cudnn : nullptr, d.chosen.bytes, &zero, p.data, dx));
   }
@@ -391,7 +398,7 @@ void causal_conv1d_cudnn_backward(const T* x, const T* w, const T* dy, int64_t b
     const PassPlan& f = p.pass[kBackwardFilter];
     const bool extended = p.g.taps != k;
     T* dwf = extended ? reinterpret_cast<T*>(ws + sc.dw_ext) : dw;
-    GDN_KCUDNN_CHECK(cudnnConvolutionBackwardFilter(
+    GDN_KCUDNN_CHECK(dnn().cudnnConvolutionBackwardFilter(
         h, &one, p.data, x, p.data, dy, f.conv, cudnnConvolutionBwdFilterAlgo_t(f.chosen.algo),
         f.chosen.bytes ? ws + sc.cudnn : nullptr, f.chosen.bytes, &zero, p.filter, dwf));
     if (extended) {
@@ -423,35 +430,35 @@ CudnnConv1dDescriptors cudnn_conv1d_descriptors(int64_t b, int64_t t, int64_t c,
   cudnnConvolutionDescriptor_t conv = nullptr;
   CudnnConv1dDescriptors r;
   try {
-    GDN_KCUDNN_CHECK(cudnnCreateTensorDescriptor(&data));
-    GDN_KCUDNN_CHECK(cudnnCreateFilterDescriptor(&filter));
-    GDN_KCUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreateTensorDescriptor(&data));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreateFilterDescriptor(&filter));
+    GDN_KCUDNN_CHECK(dnn().cudnnCreateConvolutionDescriptor(&conv));
     set_data(data, g, CUDNN_DATA_BFLOAT16);
     set_filter(filter, g, CUDNN_DATA_BFLOAT16);
     set_conv(conv, g);
-    GDN_KCUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv, data, filter, &r.out[0], &r.out[1],
-                                                           &r.out[2], &r.out[3]));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolution2dForwardOutputDim(conv, data, filter, &r.out[0],
+                                                                 &r.out[1], &r.out[2], &r.out[3]));
     cudnnDataType_t dt;
     int nb = 0, dims[4];
-    GDN_KCUDNN_CHECK(cudnnGetTensorNdDescriptor(data, 4, &dt, &nb, dims, r.data_strides));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetTensorNdDescriptor(data, 4, &dt, &nb, dims, r.data_strides));
     cudnnTensorFormat_t format;
-    GDN_KCUDNN_CHECK(cudnnGetFilterNdDescriptor(filter, 4, &dt, &format, &nb, r.filter));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetFilterNdDescriptor(filter, 4, &dt, &format, &nb, r.filter));
     r.filter_nhwc = format == CUDNN_TENSOR_NHWC;
-    GDN_KCUDNN_CHECK(cudnnGetConvolutionGroupCount(conv, &r.groups));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolutionGroupCount(conv, &r.groups));
     int stride[2], dilation[2];
     cudnnConvolutionMode_t mode;
-    GDN_KCUDNN_CHECK(cudnnGetConvolution2dDescriptor(conv, &r.pad[0], &r.pad[1], &stride[0],
-                                                     &stride[1], &dilation[0], &dilation[1], &mode,
-                                                     &dt));
+    GDN_KCUDNN_CHECK(dnn().cudnnGetConvolution2dDescriptor(conv, &r.pad[0], &r.pad[1], &stride[0],
+                                                           &stride[1], &dilation[0], &dilation[1],
+                                                           &mode, &dt));
   } catch (...) {
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-    if (filter) cudnnDestroyFilterDescriptor(filter);
-    if (data) cudnnDestroyTensorDescriptor(data);
+    if (conv) dnn().cudnnDestroyConvolutionDescriptor(conv);
+    if (filter) dnn().cudnnDestroyFilterDescriptor(filter);
+    if (data) dnn().cudnnDestroyTensorDescriptor(data);
     throw;
   }
-  cudnnDestroyConvolutionDescriptor(conv);
-  cudnnDestroyFilterDescriptor(filter);
-  cudnnDestroyTensorDescriptor(data);
+  dnn().cudnnDestroyConvolutionDescriptor(conv);
+  dnn().cudnnDestroyFilterDescriptor(filter);
+  dnn().cudnnDestroyTensorDescriptor(data);
   return r;
 }
 

@@ -7,8 +7,11 @@
 // implementation, mode and shape ("vs_unpacked"), which the same run measures. `attention` rows
 // (src/cli/bench_attention.h; --window) time causal softmax attention at the same shapes (on CUDA
 // also `attention_flash`, our kernel, and `attention_cudnn`, cuDNN's), and the run ends with
-// where in T each costs more than each gated-delta-rule implementation. Exit status 2
-// when any result failed (the JSON, with its error rows, is still written), 1 on an error.
+// where in T each costs more than each gated-delta-rule implementation. The JSON is rewritten
+// (atomically) after every row, so a sweep stopped part-way keeps what it measured. On a machine
+// without the CUDA device asked for, every row is an error row that says so ("no device: ...").
+// Exit status 2 when any result failed (the JSON, with its error rows, is still written), 1 on an
+// error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +27,7 @@
 #include "src/cli/bench_attention.h"
 #include "src/cli/bench_util.h"
 #include "src/cli/commands.h"
+#include "src/io/atomic_file.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
@@ -316,9 +320,23 @@ void apply_preset(BenchArgs& a) {
   for (const gdr::Implementation& i : gdr::implementations()) a.impls.push_back(i.name);
 }
 
+// The device of --device, or for a CUDA device this machine lacks, cuda:N with the reason in
+// *no_device (its rows say it; the sweep still writes its JSON).
+Device bench_device(const std::string& name, std::string* no_device) {
+  try {
+    return parse_device(name);
+  } catch (const Error& e) {
+    if (name.rfind("cuda", 0) != 0) throw;
+    *no_device = std::string("no device: ") + e.what();
+    const size_t colon = name.find(':');
+    return Device::cuda(colon == std::string::npos ? 0 : std::atoi(name.c_str() + colon + 1));
+  }
+}
+
 void run(BenchArgs a) {
   apply_preset(a);
-  const Device dev = parse_device(a.device);
+  std::string no_device;
+  const Device dev = bench_device(a.device, &no_device);
   std::vector<const gdr::Implementation*> impls;   // unknown names fail before any work
   std::vector<AttentionKernel> attention_kernels;  // attention, attention_flash, attention_cudnn
   for (const auto& name : a.impls) {
@@ -336,6 +354,21 @@ void run(BenchArgs a) {
   const bool attention = !attention_kernels.empty();
   for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
   DevicePeak peak = measure_peak(dev, a.peak_gflops);
+  json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
+                 {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
+                 {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
+                 {"repeats", a.repeats}};
+  if (!a.docs.empty()) config["docs"] = a.docs;
+  if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
+  if (attention) config["windows"] = a.windows;
+  json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", json::array()}};
+  if (!no_device.empty()) doc["device"]["error"] = no_device;
+  // The rows so far, to --out: rewritten after every row.
+  const auto save = [&](const json& results) {
+    if (a.out.empty()) return;
+    doc["results"] = results;
+    io::write_file_atomic(a.out, doc.dump(1) + "\n");
+  };
   std::vector<Case> cases;  // each shape unpacked, then its packings (--docs, --doc-lens)
   for (const auto& dts : a.dtypes)
     for (int64_t T : a.seqs)
@@ -351,9 +384,9 @@ void run(BenchArgs a) {
   std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
   for (const Case& c : cases) {
     if (c.cu_seqlens.empty()) unpacked.clear();  // a new shape starts with its unpacked rows
-    CaseInputs in = make_inputs(c);
+    const CaseInputs in = no_device.empty() ? make_inputs(c) : CaseInputs{};
     std::unique_ptr<Reference> ref_gdr, ref_ssd;
-    if (!a.no_reference) {
+    if (!a.no_reference && no_device.empty()) {
       const bool need_ssd =
           std::any_of(impls.begin(), impls.end(), [](const auto* i) { return !i->delta_rule; });
       const bool need_gdr =
@@ -372,6 +405,7 @@ void run(BenchArgs a) {
         const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
         json r;
         try {
+          if (!no_device.empty()) throw std::runtime_error(no_device);
           TimedCall timed;
           int64_t kept = 0;  // device inputs the kept unpacked calls hold
           for (const auto& [k, u] : unpacked) kept += u.second.held_bytes;
@@ -389,6 +423,7 @@ void run(BenchArgs a) {
           r["error"] = e.what();
         }
         results.push_back(r);
+        save(results);
       }
     // Attention does not depend on the chunk size: its rows go with the first. The rows of a
     // window share their inputs and the fp64 reference.
@@ -406,6 +441,7 @@ void run(BenchArgs a) {
             const std::string name = attention_impl_name(kernel);
             json r;
             try {
+              if (!no_device.empty()) throw std::runtime_error(no_device);
               if (!ain && inputs_error.empty()) {
                 std::fprintf(
                     stderr, "\r[%zu/%zu] attention inputs%s B=%lld H=%lld T=%lld D=%lld w=%lld   ",
@@ -434,18 +470,12 @@ void run(BenchArgs a) {
               r["error"] = e.what();
             }
             results.push_back(r);
+            save(results);
           }
       }
   }
   std::fprintf(stderr, "\r%-100s\r", "");
-  json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
-                 {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
-                 {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
-                 {"repeats", a.repeats}};
-  if (!a.docs.empty()) config["docs"] = a.docs;
-  if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
-  if (attention) config["windows"] = a.windows;
-  json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", results}};
+  doc["results"] = results;
   std::fputs(format_table(results).c_str(), stdout);
   if (attention && !impls.empty()) {
     const std::vector<std::string> crossings = attention_crossovers(results);
@@ -453,10 +483,7 @@ void run(BenchArgs a) {
     doc["attention_crossovers"] = crossings;
   }
   if (!a.out.empty()) {
-    std::ofstream f(a.out);
-    GDN_CHECK(f, "--out: cannot write '", a.out, "'");
-    f << doc.dump(1) << "\n";
-    GDN_CHECK(f.good(), "--out: error writing '", a.out, "'");
+    io::write_file_atomic(a.out, doc.dump(1) + "\n");
     std::printf("wrote %s\n", a.out.c_str());
   }
   // A sweep with failed rows is a failed run, also for scripts: the JSON above keeps the rows.
@@ -464,8 +491,8 @@ void run(BenchArgs a) {
   for (const auto& r : results) failed += r.contains("error") ? 1 : 0;
   if (failed > 0) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gdn bench: %zu of %zu results failed (their rows carry \"error\")\n",
-                 failed, results.size());
+    std::fprintf(stderr, "gdn bench: %zu of %zu results failed (their rows carry \"error\")%s\n",
+                 failed, results.size(), no_device.empty() ? "" : (": " + no_device).c_str());
     throw CLI::RuntimeError(kRowsFailed);
   }
 }

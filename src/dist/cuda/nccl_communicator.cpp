@@ -12,22 +12,28 @@
 
 #include "src/core/cuda/cuda_check.h"
 #include "src/core/cuda/cuda_context.h"
+#include "src/dist/cuda/nccl_api.h"
 #include "src/dist/mpi_communicator.h"
 #include "src/dist/nccl_communicator.h"
 
 // ncclInProgress is not a failure on a non-blocking communicator: the call completes later and
 // its outcome is read with ncclCommGetAsyncError (settle()).
-#define GDN_NCCL_CHECK(expr)                                                          \
-  do {                                                                                \
-    const ncclResult_t gdn_nccl_rc_ = (expr);                                         \
-    if (gdn_nccl_rc_ != ncclSuccess && gdn_nccl_rc_ != ncclInProgress)                \
-      GDN_FAIL("NCCL error in ", #expr, ": ", ncclGetErrorString(gdn_nccl_rc_), " (", \
-               ncclGetLastError(nullptr), ")");                                       \
+#define GDN_NCCL_CHECK(expr)                                                                 \
+  do {                                                                                       \
+    const ncclResult_t gdn_nccl_rc_ = (expr);                                                \
+    if (gdn_nccl_rc_ != ncclSuccess && gdn_nccl_rc_ != ncclInProgress)                       \
+      GDN_FAIL("NCCL error in ", #expr, ": ", nccl().ncclGetErrorString(gdn_nccl_rc_), " (", \
+               nccl().ncclGetLastError(nullptr), ")");                                       \
   } while (0)
 
 namespace gdn::dist {
 
 namespace {
+
+// NCCL's functions; make_nccl_communicator has checked that they are there.
+const NcclApi& nccl() {
+  return *nccl_api_or_null();
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -85,7 +91,7 @@ class NcclCommunicator final : public Communicator {
     cuda::set_device(device_.index);
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
-    if (rank_ == 0) GDN_NCCL_CHECK(ncclGetUniqueId(&id));
+    if (rank_ == 0) GDN_NCCL_CHECK(nccl().ncclGetUniqueId(&id));
     std::vector<uint8_t> bytes(sizeof id);
     std::memcpy(bytes.data(), &id, sizeof id);
     host_->broadcast_host(bytes, 0);
@@ -95,7 +101,7 @@ class NcclCommunicator final : public Communicator {
     try {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
-      GDN_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
+      GDN_NCCL_CHECK(nccl().ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
       settle("ncclCommInitRankConfig");
     } catch (...) {  // no destructor runs for a constructor that throws
       abort_comm();
@@ -107,15 +113,15 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override {
     if (comm_ && !aborted_) {
       // Flush, then free; errors here cannot be reported any more.
-      if (ncclCommFinalize(comm_) == ncclInProgress) {
+      if (nccl().ncclCommFinalize(comm_) == ncclInProgress) {
         const double start = now_s();
         ncclResult_t st = ncclInProgress;
         while (st == ncclInProgress && now_s() - start < timeout()) {
-          ncclCommGetAsyncError(comm_, &st);
+          nccl().ncclCommGetAsyncError(comm_, &st);
           std::this_thread::yield();
         }
       }
-      ncclCommDestroy(comm_);
+      nccl().ncclCommDestroy(comm_);
     }
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -128,9 +134,9 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Work> all_reduce_async(Tensor t, ReduceOp op) override {
     detail::check_tensor(*this, "all_reduce", t);
     auto w = begin(describe("all_reduce", t), {t});
-    GDN_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                 nccl_type(t.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
-                                 comm_, stream_));
+    GDN_NCCL_CHECK(nccl().ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                        nccl_type(t.dtype()),
+                                        op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_));
     return end(std::move(w), "ncclAllReduce");
   }
 
@@ -138,8 +144,8 @@ class NcclCommunicator final : public Communicator {
     detail::check_tensor(*this, "broadcast", t);
     GDN_CHECK(root >= 0 && root < size_, "nccl broadcast: root ", root, " of ", size_, " ranks");
     auto w = begin(describe("broadcast", t), {t});
-    GDN_NCCL_CHECK(
-        ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, stream_));
+    GDN_NCCL_CHECK(nccl().ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root,
+                                        comm_, stream_));
     return end(std::move(w), "ncclBroadcast");
   }
 
@@ -149,8 +155,8 @@ class NcclCommunicator final : public Communicator {
     GDN_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_,
               "nccl all_gather: out ", out.str(), " must hold ", size_, " x in ", in.str());
     auto w = begin(describe("all_gather", in), {in, out});
-    GDN_NCCL_CHECK(
-        ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm_, stream_));
+    GDN_NCCL_CHECK(nccl().ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8,
+                                        comm_, stream_));
     return end(std::move(w), "ncclAllGather");
   }
 
@@ -160,9 +166,9 @@ class NcclCommunicator final : public Communicator {
     GDN_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_,
               "nccl reduce_scatter: in ", in.str(), " must hold ", size_, " x out ", out.str());
     auto w = begin(describe("reduce_scatter", in), {in, out});
-    GDN_NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()),
-                                     nccl_type(in.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
-                                     comm_, stream_));
+    GDN_NCCL_CHECK(nccl().ncclReduceScatter(
+        in.data_ptr(), out.data_ptr(), size_t(out.numel()), nccl_type(in.dtype()),
+        op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_));
     return end(std::move(w), "ncclReduceScatter");
   }
 
@@ -174,11 +180,11 @@ class NcclCommunicator final : public Communicator {
     const double start = now_s();
     for (;;) {
       ncclResult_t st = ncclSuccess;
-      GDN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &st));
+      GDN_NCCL_CHECK(nccl().ncclCommGetAsyncError(comm_, &st));
       if (st == ncclSuccess) return;
       if (st != ncclInProgress) {
         abort_comm();
-        GDN_FAIL("NCCL error in ", what, ": ", ncclGetErrorString(st));
+        GDN_FAIL("NCCL error in ", what, ": ", nccl().ncclGetErrorString(st));
       }
       const double waited = now_s() - start;
       if (waited > timeout()) {
@@ -192,15 +198,15 @@ class NcclCommunicator final : public Communicator {
   // Errors reported asynchronously by NCCL (a peer died, a network error).
   void check_async(const std::string& what) {
     ncclResult_t st = ncclSuccess;
-    GDN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &st));
+    GDN_NCCL_CHECK(nccl().ncclCommGetAsyncError(comm_, &st));
     if (st != ncclSuccess && st != ncclInProgress) {
       abort_comm();
-      GDN_FAIL("NCCL error during ", what, ": ", ncclGetErrorString(st));
+      GDN_FAIL("NCCL error during ", what, ": ", nccl().ncclGetErrorString(st));
     }
   }
 
   void abort_comm() {
-    if (comm_ && !aborted_) ncclCommAbort(comm_);
+    if (comm_ && !aborted_) nccl().ncclCommAbort(comm_);
     aborted_ = true;
   }
 
@@ -281,6 +287,8 @@ void NcclWork::wait() {
 
 std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host,
                                                      Device device, double timeout_s) {
+  const std::string refused = nccl_refusal(nccl_info());
+  GDN_CHECK(refused.empty(), refused);
   return std::make_shared<NcclCommunicator>(std::move(host), device, timeout_s);
 }
 
