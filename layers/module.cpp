@@ -31,6 +31,13 @@ std::vector<NamedTensor> Module::named_parameters(const std::string& prefix) con
   return out;
 }
 
+std::vector<const Module*> Module::modules() const {
+  std::vector<const Module*> out{this};
+  for (const auto& [n, m] : children_)
+    for (const Module* below : m->modules()) out.push_back(below);
+  return out;
+}
+
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [n, p] : named_parameters()) out.push_back(p);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/trace_events.h"
 #include "src/autograd/node.h"
 #include "src/core/tensor.h"
 #include "src/core/trace.h"
@@ -41,6 +42,8 @@ class Module {
   int64_t num_parameters() const;
   // The slot of a parameter by full name (to load weights into); null if absent.
   Tensor* find_parameter(const std::string& full_name);
+  // This module and every module below it, parents first.
+  std::vector<const Module*> modules() const;
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -66,14 +69,17 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-// Opens the module's name scope (and a profiler range) for the duration of a forward.
+// Opens the module's name scope (and a profiler range, and a span of the trace named by the
+// module's path) for the duration of a forward.
 class ModuleScope {
  public:
-  explicit ModuleScope(const Module& m) : guard_(m.name()), range_(m.name()) {}
+  explicit ModuleScope(const Module& m)
+      : guard_(m.name()), range_(m.name()), span_("module", autograd::current_scope()) {}
 
  private:
   autograd::ScopeGuard guard_;
   TraceRange range_;
+  trace::Span span_;
 };
 
 }  // namespace gdn::nn

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Eager PyTorch math attention on the CPU, as a user of Debian's python3-torch (1.13) writes it:
-softmax(Q K^T / sqrt(D) + causal mask) V with autograd for the backward. Times fwd_bwd (or fwd)
-in the bench's JSON schema (impl "torch_math"), after checking itself against a float64 loop on
-a small problem. scripts/bench_attention_cpu.sh runs it alternately with `gdn bench --impls
-attention`:
-    python3 scripts/torch_attention.py --seq 2048 --heads 4 --dim 64 --out torch.json
+"""Causal attention in PyTorch on the CPU, as a user would run it: F.scaled_dot_product_attention
+(--impl sdpa, is_causal, PyTorch's fused CPU kernel: the peer), or the math written out,
+softmax(Q K^T / sqrt(D) + causal mask) V (--impl math), eager or torch.compile'd (--compile),
+autograd for the backward. Times fwd_bwd (or fwd) in the bench's JSON schema (impl
+"torch_sdpa", "torch_math", "_compile" added when compiled), with the torch version and BLAS,
+after checking both forms against a float64 loop on a small problem. scripts/bench_attention_cpu.sh
+runs it alternately with `gdn bench --impls attention`, on PyPI's PyTorch (scripts/torch_venv.sh):
+    $(scripts/torch_venv.sh) scripts/torch_attention.py --seq 2048 --heads 4 --dim 64 --out t.json
 """
 import argparse
 import json
@@ -12,7 +14,14 @@ import math
 import statistics
 import time
 
+import os
+import sys
+
 import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_peer import maybe_compile, versions  # noqa: E402
 
 
 def math_attention(q, k, v, window=0):
@@ -28,16 +37,25 @@ def math_attention(q, k, v, window=0):
     return scores.softmax(-1) @ v
 
 
-def check(window):
-    """The math against a query-by-query float64 loop."""
+def sdpa_attention(q, k, v, window=0):
+    """PyTorch's fused scaled_dot_product_attention; a window as a boolean mask."""
+    if window == 0:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i) & (j > i - window))
+
+
+def check(window, attention):
+    """`attention` against a query-by-query float64 loop."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 9, 4, dtype=torch.float64) for _ in range(3))
-    o = math_attention(q, k, v, window)
+    o = attention(q, k, v, window)
     for t in range(9):
         lo = max(0, t - window + 1) if window > 0 else 0
         s = (q[..., t:t + 1, :] @ k[..., lo:t + 1, :].transpose(-1, -2)).squeeze(-2) / 2.0
         ref = (s.softmax(-1)[..., None] * v[..., lo:t + 1, :]).sum(-2)
-        assert torch.allclose(o[..., t, :], ref, atol=1e-12), "math_attention is wrong"
+        assert torch.allclose(o[..., t, :], ref, atol=1e-12), f"{attention.__name__} is wrong"
 
 
 def main():
@@ -50,11 +68,15 @@ def main():
     ap.add_argument("--mode", choices=["fwd", "fwd_bwd"], default="fwd_bwd")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: its default)")
+    ap.add_argument("--impl", choices=["sdpa", "math"], default="sdpa")
+    ap.add_argument("--compile", action="store_true", help="torch.compile it (inductor)")
     ap.add_argument("--out", help="write the JSON row here")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    check(a.window)
+    attention = sdpa_attention if a.impl == "sdpa" else math_attention
+    check(a.window, attention)
+    run = maybe_compile(attention, a.compile)
     torch.manual_seed(1)
     shape = (a.batch, a.heads, a.seq, a.dim)
     q, k, v = (torch.randn(shape, requires_grad=a.mode == "fwd_bwd") for _ in range(3))
@@ -63,24 +85,24 @@ def main():
     def step():
         if a.mode == "fwd":
             with torch.no_grad():
-                math_attention(q, k, v, a.window)
+                run(q, k, v, a.window)
             return
-        math_attention(q, k, v, a.window).backward(d_o)
+        run(q, k, v, a.window).backward(d_o)
         for x in (q, k, v):
             x.grad = None
 
-    step()  # warm-up
+    step()  # warm-up (compiles, with --compile)
+    step()
     times = []
     for _ in range(a.repeats):
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    row = {"impl": "torch_math", "mode": a.mode, "batch": a.batch, "heads": a.heads, "seq": a.seq,
+    row = {"impl": f"torch_{a.impl}" + ("_compile" if a.compile else ""), "mode": a.mode, "batch": a.batch, "heads": a.heads, "seq": a.seq,
            "dk": a.dim, "dv": a.dim, "dtype": "float32", "window": a.window,
            "median_ms": statistics.median(times), "q1_ms": times[len(times) // 4],
-           "q3_ms": times[(3 * len(times)) // 4], "threads": torch.get_num_threads(),
-           "torch": torch.__version__}
+           "q3_ms": times[(3 * len(times)) // 4], **versions()}
     print(json.dumps(row))
     if a.out:
         with open(a.out, "w") as f:

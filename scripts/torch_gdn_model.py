@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""An eager PyTorch model of configs/default.yaml's architecture (fla's GatedDeltaNet math:
-q/k/v projections, causal short convs with SiLU, L2-normalised q and k, beta = sigmoid, g =
+"""A PyTorch model of configs/default.yaml's architecture (fla's GatedDeltaNet math: q/k/v
+projections, causal short convs with SiLU, L2-normalised q and k, beta = sigmoid, g =
 -exp(A_log) softplus(a + dt_bias), the chunked gated delta rule of scripts/torch_chunked_floor.py,
-gated RMSNorm, o_proj; pre-norm blocks with a SwiGLU MLP; tied embeddings; AdamW), trained on
-random token batches on the CPU: prints its tokens/s as one JSON line. scripts/bench_train_cpu.sh
-runs it alternately with `gdn train` (Debian's python3-torch):
-    python3 scripts/torch_gdn_model.py --seq 256 --batch 8 --steps 20
+gated RMSNorm, o_proj; pre-norm blocks with a SwiGLU MLP; tied embeddings; AdamW, fused where
+PyTorch has it), of any width and depth, trained on random token batches on the CPU, eager or
+torch.compile'd (--compile: inductor, static shapes, compiled in the warm-up steps): prints its
+tokens/s, versions and BLAS as one JSON line. scripts/bench_train_cpu.sh runs it alternately
+with `gdn train`, on PyPI's PyTorch (scripts/torch_venv.sh):
+    $(scripts/torch_venv.sh) scripts/torch_gdn_model.py --seq 256 --batch 8 --steps 20 --compile
 """
 import argparse
 import json
@@ -20,6 +22,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_chunked_floor import chunked  # noqa: E402
+from torch_peer import maybe_compile, versions  # noqa: E402
 
 
 class ShortConv(nn.Module):
@@ -109,32 +112,47 @@ def main():
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = Model()
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.1)
+    model = Model(d=a.hidden, layers=a.layers, heads=a.heads, head_dim=a.head_dim)
+    try:  # the fused CPU AdamW where this PyTorch has it (2.4+): the fastest it offers
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.1, fused=True)
+        adamw = "fused"
+    except (RuntimeError, TypeError):
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.1)
+        adamw = "default"
     params = sum(p.numel() for p in model.parameters())
     ids = torch.randint(0, 258, (a.batch, a.seq + 1))
+    forward = maybe_compile(model, a.compile)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(ids[:, :-1], ids[:, 1:])
+        loss = forward(ids[:, :-1], ids[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.item()
 
+    w0 = time.perf_counter()
     for _ in range(3):
         step()
+    warmup_s = time.perf_counter() - w0
     t0 = time.perf_counter()
     for _ in range(a.steps):
         loss = step()
     s = time.perf_counter() - t0
-    print(json.dumps({"impl": "torch_eager", "batch": a.batch, "seq": a.seq, "params": params,
-                      "steps": a.steps, "tokens_per_s": a.batch * a.seq * a.steps / s,
-                      "loss": loss, "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    print(json.dumps({"impl": "torch_compile" if a.compile else "torch_eager", "batch": a.batch,
+                      "seq": a.seq, "hidden": a.hidden, "layers": a.layers, "heads": a.heads,
+                      "head_dim": a.head_dim, "params": params, "steps": a.steps,
+                      "tokens_per_s": a.batch * a.seq * a.steps / s, "step_ms": 1e3 * s / a.steps,
+                      "warmup_s": warmup_s, "loss": loss, "adamw": adamw, **versions()}))
 
 
 if __name__ == "__main__":

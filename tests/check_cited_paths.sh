@@ -14,7 +14,7 @@ for f in $files; do
   dir=$(dirname "$f")
   while IFS=: read -r line path; do
     case "$path" in
-      RUN_DIR/* | DIR/* | out/* | runs/* | build*/* | /* | sys/* | gtest/* | nvtx3/* | yaml-cpp/* \
+      RUN_DIR/* | DIR/* | OUT_DIR/* | out/* | runs/* | build*/* | /* | sys/* | gtest/* | nvtx3/* | yaml-cpp/* \
         | nlohmann/* | cuda/* | openblas/* | http*) continue ;;
     esac
     [ -e "$path" ] || [ -e "$dir/$path" ] && continue

@@ -6,7 +6,7 @@
 # explicit request for cuDNN's attention is refused naming what was found.
 # Usage: check_without_vendor_libraries.sh GDN STUB_DIR SOURCE_DIR
 set -euo pipefail
-gdn=$1 stubs=$2 src=$3
+gdn=$1 stubs=$2 root=$3
 export LD_LIBRARY_PATH=$stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -22,7 +22,7 @@ mkdir -p "$tmp/text"
 for i in 1 2 3 4; do
   for j in $(seq 1 40); do echo "document $i line $j: the quick brown fox jumps over the lazy dog"; done >"$tmp/text/doc$i.txt"
 done
-"$gdn" train "$src/configs/hybrid.yaml" --quiet \
+"$gdn" train "${root}/configs/hybrid.yaml" --quiet \
   --set model.hidden_size=64 --set model.num_heads=2 --set model.head_dim=32 \
   --set model.num_hidden_layers=2 --set "model.attn={layers: [1], num_heads: 2, num_kv_heads: 1}" \
   --set model.kernel=chunked --set model.chunk_size=16 \
@@ -33,13 +33,13 @@ test -s "$tmp/run/metrics.jsonl" || { echo "FAIL: the hybrid run wrote no metric
 if echo "$info" | grep -Eq "^cuda devices: [1-9]"; then
   rc=0
   "$gdn" bench --device cuda --impls attention,attention_cudnn --dtypes bfloat16 --batch 1 \
-    --heads 4 --seq 256 --dims 64 --modes fwd --repeats 1 --out "$tmp/attention.json" \
+    --heads 4 --seq 256 --dims 64 --modes fwd --repeats 1 --out "${tmp}/attention.json" \
     2>"$tmp/bench.err" || rc=$?
   cat "$tmp/bench.err"
   [ $rc = 2 ] || { echo "FAIL: the bench exited $rc, not 2 (the cudnn row fails)" >&2; exit 1; }
   grep -q "attention runs the flash kernel where cuDNN would: cuDNN is not available" \
     "$tmp/bench.err" || { echo "FAIL: no line saying why attention left cuDNN" >&2; exit 1; }
-  python3 - "$tmp/attention.json" <<'PY' || exit 1
+  python3 - "${tmp}/attention.json" <<'PY' || exit 1
 import json, sys
 rows = {r["impl"]: r for r in json.load(open(sys.argv[1]))["results"]}
 a, c = rows["attention"], rows["attention_cudnn"]

@@ -1,6 +1,7 @@
 // CPU fused AdamW update: OpenMP over elements (static schedule; every element is independent,
 // so the result does not depend on the thread count).
 #include "kernels/cpu/adamw.h"
+#include "kernels/trace_events.h"
 
 #include <algorithm>
 
@@ -15,11 +16,15 @@ void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq
                 const kern::AdamWStep& step) {
   using A = acc_t<T>;
   const kern::AdamWCoeffs<A> c = kern::adamw_coeffs<A>(step);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    A p = to_acc(param[i]);
-    kern::adamw_update<A>(p, to_acc(grad[i]), exp_avg[i], exp_avg_sq[i], c);
-    param[i] = from_acc<T>(p);
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      A p = to_acc(param[i]);
+      kern::adamw_update<A>(p, to_acc(grad[i]), exp_avg[i], exp_avg_sq[i], c);
+      param[i] = from_acc<T>(p);
+    }
   }
 }
 
@@ -41,15 +46,19 @@ void adamw_step_many(const std::vector<AdamWTensor<T>>& tensors) {
     total += tensors[t].n;
   }
   const int64_t nblocks = int64_t(blocks.size());
-#pragma omp parallel for schedule(static) if (total >= kParallelMin)
-  for (int64_t i = 0; i < nblocks; ++i) {
-    const Block& b = blocks[size_t(i)];
-    const AdamWTensor<T>& x = tensors[b.tensor];
-    const kern::AdamWCoeffs<A>& c = coeffs[b.tensor];
-    for (int64_t j = b.begin; j < b.end; ++j) {
-      A p = to_acc(x.param[j]);
-      kern::adamw_update<A>(p, to_acc(x.grad[j]), x.exp_avg[j], x.exp_avg_sq[j], c);
-      x.param[j] = from_acc<T>(p);
+#pragma omp parallel if (total >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < nblocks; ++i) {
+      const Block& b = blocks[size_t(i)];
+      const AdamWTensor<T>& x = tensors[b.tensor];
+      const kern::AdamWCoeffs<A>& c = coeffs[b.tensor];
+      for (int64_t j = b.begin; j < b.end; ++j) {
+        A p = to_acc(x.param[j]);
+        kern::adamw_update<A>(p, to_acc(x.grad[j]), x.exp_avg[j], x.exp_avg_sq[j], c);
+        x.param[j] = from_acc<T>(p);
+      }
     }
   }
 }

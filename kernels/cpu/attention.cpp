@@ -23,6 +23,7 @@
 // Positions are counted from the start of each sequence, and tiles are aligned to it, so a tile
 // never holds two sequences.
 #include "kernels/cpu/attention.h"
+#include "kernels/trace_events.h"
 
 #include <algorithm>
 #include <cmath>
@@ -199,11 +200,15 @@ void for_each_tile(const Problem& p, const std::vector<Tile>& tiles, bool backwa
   // Round-robin: a causal tile's cost grows with its index, so contiguous blocks of a head's tiles
   // would leave one thread the cheap half; the sets go to whichever thread is free, the last
   // (dearest) first (which thread runs a set does not change the result).
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t jj = 0; jj < sets; ++jj) {
-    const int64_t j = sets - 1 - jj;
-    const Scratch<A> w(p, ws + j * per_set, backward);
-    for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
+#pragma omp parallel
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t jj = 0; jj < sets; ++jj) {
+      const int64_t j = sets - 1 - jj;
+      const Scratch<A> w(p, ws + j * per_set, backward);
+      for (int64_t i = j; i < n; i += sets) body(tiles[i], w);
+    }
   }
 }
 
@@ -264,14 +269,18 @@ template <typename T, typename A>
 void transpose_heads(const T* x, int64_t tokens, int64_t heads, int64_t D, int64_t ld, A* xt) {
   constexpr int64_t kBlock = 64;  // tokens per work item: 64 x D reads stay in cache
   const int64_t blocks = (tokens + kBlock - 1) / kBlock;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t t0 = b * kBlock, t1 = std::min(tokens, t0 + kBlock);
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t t = t0; t < t1; ++t)
-          xt[(h * D + d) * ld + t] = to_acc(x[(t * heads + h) * D + d]);
-    }
+#pragma omp parallel
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t t0 = b * kBlock, t1 = std::min(tokens, t0 + kBlock);
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t t = t0; t < t1; ++t)
+            xt[(h * D + d) * ld + t] = to_acc(x[(t * heads + h) * D + d]);
+      }
+  }
 }
 
 // The key tile at c0 of sequence s, kv head h, in a transposed tensor: [D, tile].
@@ -360,15 +369,19 @@ void forward_tile(const Problem& p, const Tile& qt, const T* q, const A* kt, con
 template <typename T, typename A>
 void compute_delta(const Problem& p, const T* o, const T* d_o, A* delta) {
   const int64_t tokens = p.B * p.T, D = p.D;
-#pragma omp parallel for schedule(static)
-  for (int64_t tok = 0; tok < tokens; ++tok)
-    for (int64_t h = 0; h < p.H; ++h) {
-      const T* o_row = o + (tok * p.H + h) * D;
-      const T* do_row = d_o + (tok * p.H + h) * D;
-      A dot = 0;
-      for (int64_t d = 0; d < D; ++d) dot += to_acc(o_row[d]) * to_acc(do_row[d]);
-      delta[stat_index(p, tok, h)] = dot;
-    }
+#pragma omp parallel
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t tok = 0; tok < tokens; ++tok)
+      for (int64_t h = 0; h < p.H; ++h) {
+        const T* o_row = o + (tok * p.H + h) * D;
+        const T* do_row = d_o + (tok * p.H + h) * D;
+        A dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += to_acc(o_row[d]) * to_acc(do_row[d]);
+        delta[stat_index(p, tok, h)] = dot;
+      }
+  }
 }
 
 // The query-side rows of a tile (Q, dO) and the key-side rows (K, V; K^T, V^T).

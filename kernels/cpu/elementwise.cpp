@@ -1,6 +1,7 @@
 // CPU element-wise kernels (OpenMP over elements; static schedule, so results are
 // deterministic).
 #include "kernels/cpu/elementwise.h"
+#include "kernels/trace_events.h"
 
 #include "kernels/philox.h"
 
@@ -41,8 +42,13 @@ void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double bet
   const A a = A(alpha), b = A(beta);
   kern::with_unary(op, [&](auto tag) {
     constexpr kern::Unary OP = decltype(tag)::value;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = from_acc<T>(kern::apply_unary<A>(OP, load(x[i]), a, b));
+#pragma omp parallel if (n >= kParallelMin)
+    {
+      GDN_TRACE_WORKER("unary");
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = from_acc<T>(kern::apply_unary<A>(OP, load(x[i]), a, b));
+    }
   });
 }
 
@@ -58,25 +64,29 @@ void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T
     constexpr kern::Binary OP = decltype(tag)::value;
     // Rows over the leading dims, an inner loop over the last one (specialised for the common
     // contiguous and scalar-broadcast strides so it vectorizes).
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* pa = a + row_offset(r, L.ndim, L.shape, L.stride_a);
-      const T* pb = b + row_offset(r, L.ndim, L.shape, L.stride_b);
-      T* po = out + r * cols;
-      if (sa == 1 && sb == 1) {
-        for (int64_t c = 0; c < cols; ++c)
-          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), load(pb[c]), al));
-      } else if (sa == 1 && sb == 0) {
-        const A vb = load(pb[0]);
-        for (int64_t c = 0; c < cols; ++c)
-          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), vb, al));
-      } else if (sa == 0 && sb == 1) {
-        const A va = load(pa[0]);
-        for (int64_t c = 0; c < cols; ++c)
-          po[c] = from_acc<T>(kern::apply_binary<A>(OP, va, load(pb[c]), al));
-      } else {
-        for (int64_t c = 0; c < cols; ++c)
-          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c * sa]), load(pb[c * sb]), al));
+#pragma omp parallel if (rows * cols >= kParallelMin)
+    {
+      GDN_TRACE_WORKER("binary");
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* pa = a + row_offset(r, L.ndim, L.shape, L.stride_a);
+        const T* pb = b + row_offset(r, L.ndim, L.shape, L.stride_b);
+        T* po = out + r * cols;
+        if (sa == 1 && sb == 1) {
+          for (int64_t c = 0; c < cols; ++c)
+            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), load(pb[c]), al));
+        } else if (sa == 1 && sb == 0) {
+          const A vb = load(pb[0]);
+          for (int64_t c = 0; c < cols; ++c)
+            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), vb, al));
+        } else if (sa == 0 && sb == 1) {
+          const A va = load(pa[0]);
+          for (int64_t c = 0; c < cols; ++c)
+            po[c] = from_acc<T>(kern::apply_binary<A>(OP, va, load(pb[c]), al));
+        } else {
+          for (int64_t c = 0; c < cols; ++c)
+            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c * sa]), load(pb[c * sb]), al));
+        }
       }
     }
   });
@@ -87,14 +97,18 @@ void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
   const Rows shape(L.ndim, L.shape);
   const int64_t rows = shape.rows, cols = shape.cols;
   const int64_t ss = last_stride(L.ndim, L.stride_src), sd = last_stride(L.ndim, L.stride_dst);
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const S* ps = src + row_offset(r, L.ndim, L.shape, L.stride_src);
-    D* pd = dst + row_offset(r, L.ndim, L.shape, L.stride_dst);
-    if (ss == 1 && sd == 1) {
-      for (int64_t c = 0; c < cols; ++c) pd[c] = convert<D>(ps[c]);
-    } else {
-      for (int64_t c = 0; c < cols; ++c) pd[c * sd] = convert<D>(ps[c * ss]);
+#pragma omp parallel if (rows * cols >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const S* ps = src + row_offset(r, L.ndim, L.shape, L.stride_src);
+      D* pd = dst + row_offset(r, L.ndim, L.shape, L.stride_dst);
+      if (ss == 1 && sd == 1) {
+        for (int64_t c = 0; c < cols; ++c) pd[c] = convert<D>(ps[c]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) pd[c * sd] = convert<D>(ps[c * ss]);
+      }
     }
   }
 }
@@ -103,39 +117,59 @@ template <typename T>
 void axpy(T* dst, const T* src, int64_t n, double alpha) {
   using A = acc_t<T>;
   const A al = A(alpha);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dst[i] = from_acc<T>(load(dst[i]) + al * load(src[i]));
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_acc<T>(load(dst[i]) + al * load(src[i]));
+  }
 }
 
 template <typename T>
 void fill(T* p, int64_t n, double value) {
   const T v = convert<T>(value);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) p[i] = v;
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] = v;
+  }
 }
 
 template <typename T>
 void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = convert<T>(mean + std * kern::philox_normal(offset + uint64_t(i), seed));
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = convert<T>(mean + std * kern::philox_normal(offset + uint64_t(i), seed));
+  }
 }
 
 template <typename T>
 void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low, double high) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = convert<T>(low + (high - low) * kern::philox_uniform(offset + uint64_t(i), seed));
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = convert<T>(low + (high - low) * kern::philox_uniform(offset + uint64_t(i), seed));
+  }
 }
 
 template <typename T>
 void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
   const uint64_t range = uint64_t(high - low);
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    kern::Philox4 r = kern::philox4x32(offset + uint64_t(i), seed);
-    uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
-    p[i] = convert<T>(double(low + int64_t(bits % range)));
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      kern::Philox4 r = kern::philox4x32(offset + uint64_t(i), seed);
+      uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
+      p[i] = convert<T>(double(low + int64_t(bits % range)));
+    }
   }
 }
 

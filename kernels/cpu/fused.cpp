@@ -2,6 +2,7 @@
 // a fixed order and parameter gradients (dw) are summed per column over rows in order, so results
 // are deterministic, as in kernels/cpu/nn.cpp.
 #include "kernels/cpu/fused.h"
+#include "kernels/trace_events.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,21 +63,29 @@ inline void conv_block(const T* x, const T* w, int64_t t, int64_t c, int64_t k, 
 template <typename T>
 void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const A gi = to_acc(g[i]);
-    y[i] = from_acc<T>(gi * sigmoid_of(gi) * to_acc(u[i]));
+#pragma omp parallel if (n >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const A gi = to_acc(g[i]);
+      y[i] = from_acc<T>(gi * sigmoid_of(gi) * to_acc(u[i]));
+    }
   }
 }
 
 template <typename T>
 void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* du) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const A gi = to_acc(g[i]), s = sigmoid_of(gi), d = to_acc(dy[i]);
-    dg[i] = from_acc<T>(d * to_acc(u[i]) * s * (A(1) + gi * (A(1) - s)));
-    du[i] = from_acc<T>(d * gi * s);
+#pragma omp parallel if (n >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const A gi = to_acc(g[i]), s = sigmoid_of(gi), d = to_acc(dy[i]);
+      dg[i] = from_acc<T>(d * to_acc(u[i]) * s * (A(1) + gi * (A(1) - s)));
+      du[i] = from_acc<T>(d * gi * s);
+    }
   }
 }
 
@@ -84,18 +93,22 @@ template <typename T>
 void gated_rms_norm_forward(const T* x, const T* w, const T* z, int64_t n, int64_t d, double eps,
                             bool sigmoid_gate, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T *xr = x + i * d, *zr = z + i * d;
-    A ss = 0;
-    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
-    const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
-    rstd[i] = r;
-    T* yr = y + i * d;
-    for (int64_t j = 0; j < d; ++j) {
-      A a, da;
-      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
-      yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)) * a);
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T *xr = x + i * d, *zr = z + i * d;
+      A ss = 0;
+      for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
+      const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
+      rstd[i] = r;
+      T* yr = y + i * d;
+      for (int64_t j = 0; j < d; ++j) {
+        A a, da;
+        gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+        yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)) * a);
+      }
     }
   }
 }
@@ -104,36 +117,44 @@ template <typename T>
 void gated_rms_norm_backward(const T* x, const T* w, const T* z, const acc_t<T>* rstd, const T* dy,
                              int64_t n, int64_t d, bool sigmoid_gate, T* dx, T* dz, T* dw) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
-    const A r = rstd[i];
-    A dot = 0;  // sum_j dn_j w_j x_j
-    for (int64_t j = 0; j < d; ++j) {
-      A a, da;
-      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
-      const A wj = w ? to_acc(w[j]) : A(1);
-      dot += to_acc(gr[j]) * a * wj * to_acc(xr[j]);
-      dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * da);
-    }
-    const A cf = dot * r * r / A(d);
-    for (int64_t j = 0; j < d; ++j) {
-      A a, da;
-      gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
-      const A wj = w ? to_acc(w[j]) : A(1);
-      dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * a * wj - to_acc(xr[j]) * cf));
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
+      const A r = rstd[i];
+      A dot = 0;  // sum_j dn_j w_j x_j
+      for (int64_t j = 0; j < d; ++j) {
+        A a, da;
+        gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+        const A wj = w ? to_acc(w[j]) : A(1);
+        dot += to_acc(gr[j]) * a * wj * to_acc(xr[j]);
+        dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * da);
+      }
+      const A cf = dot * r * r / A(d);
+      for (int64_t j = 0; j < d; ++j) {
+        A a, da;
+        gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
+        const A wj = w ? to_acc(w[j]) : A(1);
+        dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * a * wj - to_acc(xr[j]) * cf));
+      }
     }
   }
   if (!dw) return;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t j = 0; j < d; ++j) {
-    A acc = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      A a, da;
-      gate_act(to_acc(z[i * d + j]), sigmoid_gate, a, da);
-      acc += to_acc(dy[i * d + j]) * a * to_acc(x[i * d + j]) * rstd[i];
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < d; ++j) {
+      A acc = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        A a, da;
+        gate_act(to_acc(z[i * d + j]), sigmoid_gate, a, da);
+        acc += to_acc(dy[i * d + j]) * a * to_acc(x[i * d + j]) * rstd[i];
+      }
+      dw[j] = from_acc<T>(acc);
     }
-    dw[j] = from_acc<T>(acc);
   }
 }
 
@@ -141,21 +162,25 @@ template <typename T>
 void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t d, double eps,
                           T* h, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T *xr = x + i * d, *rr = r + i * d;
-    T* hr = h + i * d;
-    A ss = 0;
-    // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
-    for (int64_t j = 0; j < d; ++j) {
-      hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
-      ss += to_acc(hr[j]) * to_acc(hr[j]);
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T *xr = x + i * d, *rr = r + i * d;
+      T* hr = h + i * d;
+      A ss = 0;
+      // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
+      for (int64_t j = 0; j < d; ++j) {
+        hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
+        ss += to_acc(hr[j]) * to_acc(hr[j]);
+      }
+      const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
+      rstd[i] = rs;
+      T* yr = y + i * d;
+      for (int64_t j = 0; j < d; ++j)
+        yr[j] = from_acc<T>(to_acc(hr[j]) * rs * (w ? to_acc(w[j]) : A(1)));
     }
-    const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
-    rstd[i] = rs;
-    T* yr = y + i * d;
-    for (int64_t j = 0; j < d; ++j)
-      yr[j] = from_acc<T>(to_acc(hr[j]) * rs * (w ? to_acc(w[j]) : A(1)));
   }
 }
 
@@ -171,17 +196,21 @@ template <typename T, typename Epilogue>
 void for_each_conv_output(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
                           const int64_t* seq_start, Epilogue epilogue) {
   using A = acc_t<T>;
-#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t s = 0; s < t; ++s) {
-      const int64_t lo = first_tap(seq_start, s), row = (bi * t + s) * c;
-      A acc[kChanBlock];
-      for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
-        const int64_t c1 = std::min(c, c0 + kChanBlock);
-        conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
-        for (int64_t ch = c0; ch < c1; ++ch) epilogue(row, ch, to_acc(from_acc<T>(acc[ch - c0])));
+#pragma omp parallel if (b * t * c >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t s = 0; s < t; ++s) {
+        const int64_t lo = first_tap(seq_start, s), row = (bi * t + s) * c;
+        A acc[kChanBlock];
+        for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
+          const int64_t c1 = std::min(c, c0 + kChanBlock);
+          conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
+          for (int64_t ch = c0; ch < c1; ++ch) epilogue(row, ch, to_acc(from_acc<T>(acc[ch - c0])));
+        }
       }
-    }
+  }
 }
 
 template <typename T>

@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/gdr_workspace_layout.h"  // Carver, the residual's pieces, shared layouts
+#include "kernels/trace_events.h"
 
 namespace gdn::gdr::detail {
 
@@ -139,10 +140,14 @@ void for_each_slice(const Problem& p, const Sequences& seqs, bool backward, A* w
   const Problem one = slice_problem(p, seqs);
   const int64_t heads = backward ? p.H : p.HV, n = seqs.count() * heads;
   const int64_t sets = scratch_sets(n), per_set = Scratch(one, nullptr, backward).used;
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < sets; ++j) {
-    const Scratch w(one, ws + j * per_set, backward);
-    for (int64_t i = j; i < n; i += sets) body(slice_of(seqs, heads, i), w);
+#pragma omp parallel
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < sets; ++j) {
+      const Scratch w(one, ws + j * per_set, backward);
+      for (int64_t i = j; i < n; i += sets) body(slice_of(seqs, heads, i), w);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // BLAS wrappers. Batched GEMMs split the batch over OpenMP threads when there are enough
 // matrices, and otherwise let BLAS thread each product.
 #include "kernels/cpu/gemm.h"
+#include "kernels/trace_events.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -62,10 +63,14 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   // Small matrices: one GEMM per thread. Large ones: BLAS threads each GEMM.
   const bool per_thread = batch >= num_threads() && M * N * K < (1 << 21);
   if (per_thread) {
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < batch; ++b)
-      gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
-           C + b * stride_c, ldc);
+#pragma omp parallel
+    {
+      GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < batch; ++b)
+        gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+             C + b * stride_c, ldc);
+    }
   } else {
     for (int64_t b = 0; b < batch; ++b)
       gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,

@@ -1,5 +1,6 @@
 // CPU fp64 sum of squares over fixed blocks (OpenMP across blocks, then the partials in order).
 #include "kernels/cpu/grad_norm.h"
+#include "kernels/trace_events.h"
 
 #include <vector>
 
@@ -22,15 +23,19 @@ template <typename T>
 void sum_squares(const T* x, int64_t n, double* out) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(blocks), 0.0);
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t end = b * kBlock + kBlock < n ? b * kBlock + kBlock : n;
-    double s = 0.0;
-    for (int64_t i = b * kBlock; i < end; ++i) {
-      const double v = widen(x[i]);
-      s += v * v;
+#pragma omp parallel if (blocks > 1)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t end = b * kBlock + kBlock < n ? b * kBlock + kBlock : n;
+      double s = 0.0;
+      for (int64_t i = b * kBlock; i < end; ++i) {
+        const double v = widen(x[i]);
+        s += v * v;
+      }
+      partial[size_t(b)] = s;
     }
-    partial[size_t(b)] = s;
   }
   double total = 0.0;
   for (double s : partial) total += s;

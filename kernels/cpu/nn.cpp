@@ -1,6 +1,7 @@
 // CPU layer-op kernels. Reductions over rows run in a fixed order; parameter gradients
 // (dw) are summed per column over rows in order, so results are deterministic.
 #include "kernels/cpu/nn.h"
+#include "kernels/trace_events.h"
 
 #include <cmath>
 #include <vector>
@@ -33,11 +34,15 @@ void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int6
   }
   *bad = first_bad;
   if (first_bad >= 0) return;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* src = weight + int64_t(idx[i]) * d;
-    T* dst = out + i * d;
-    for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* src = weight + int64_t(idx[i]) * d;
+      T* dst = out + i * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
+    }
   }
 }
 
@@ -48,13 +53,17 @@ void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64
   const int64_t block = 64;
   const int64_t nblocks = (d + block - 1) / block;
   for (int64_t i = 0; i < v * d; ++i) dweight[i] = from_acc<T>(A(0));
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t cb = 0; cb < nblocks; ++cb) {
-    const int64_t j0 = cb * block, j1 = std::min(d, j0 + block);
-    for (int64_t i = 0; i < n; ++i) {
-      T* dst = dweight + int64_t(idx[i]) * d;
-      const T* src = dout + i * d;
-      for (int64_t j = j0; j < j1; ++j) dst[j] = from_acc<T>(to_acc(dst[j]) + to_acc(src[j]));
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t cb = 0; cb < nblocks; ++cb) {
+      const int64_t j0 = cb * block, j1 = std::min(d, j0 + block);
+      for (int64_t i = 0; i < n; ++i) {
+        T* dst = dweight + int64_t(idx[i]) * d;
+        const T* src = dout + i * d;
+        for (int64_t j = j0; j < j1; ++j) dst[j] = from_acc<T>(to_acc(dst[j]) + to_acc(src[j]));
+      }
     }
   }
 }
@@ -63,14 +72,18 @@ template <typename T>
 void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, T* y,
                       acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = x + i * d;
-    A r = A(1) / std::sqrt(sum_squares(xr, d) / A(d) + A(eps));
-    rstd[i] = r;
-    T* yr = y + i * d;
-    for (int64_t j = 0; j < d; ++j)
-      yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)));
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = x + i * d;
+      A r = A(1) / std::sqrt(sum_squares(xr, d) / A(d) + A(eps));
+      rstd[i] = r;
+      T* yr = y + i * d;
+      for (int64_t j = 0; j < d; ++j)
+        yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)));
+    }
   }
 }
 
@@ -78,53 +91,70 @@ template <typename T>
 void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy, int64_t n,
                        int64_t d, T* dx, T* dw, const T* dx_add) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = x + i * d;
-    const T* gr = dy + i * d;
-    const A r = rstd[i];
-    A dot = 0;  // sum_j dy_j w_j x_j
-    for (int64_t j = 0; j < d; ++j)
-      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
-    const A c = dot * r * r / A(d);
-    T* dr = dx + i * d;
-    for (int64_t j = 0; j < d; ++j) {
-      const T dn = from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
-      dr[j] = dx_add ? from_acc<T>(to_acc(dn) + to_acc(dx_add[i * d + j])) : dn;
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = x + i * d;
+      const T* gr = dy + i * d;
+      const A r = rstd[i];
+      A dot = 0;  // sum_j dy_j w_j x_j
+      for (int64_t j = 0; j < d; ++j)
+        dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
+      const A c = dot * r * r / A(d);
+      T* dr = dx + i * d;
+      for (int64_t j = 0; j < d; ++j) {
+        const T dn =
+            from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
+        dr[j] = dx_add ? from_acc<T>(to_acc(dn) + to_acc(dx_add[i * d + j])) : dn;
+      }
     }
   }
   if (!dw) return;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t j = 0; j < d; ++j) {
-    A acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += to_acc(dy[i * d + j]) * to_acc(x[i * d + j]) * rstd[i];
-    dw[j] = from_acc<T>(acc);
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < d; ++j) {
+      A acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += to_acc(dy[i * d + j]) * to_acc(x[i * d + j]) * rstd[i];
+      dw[j] = from_acc<T>(acc);
+    }
   }
 }
 
 template <typename T>
 void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y, acc_t<T>* rn) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = x + i * d;
-    const A r = A(1) / std::sqrt(sum_squares(xr, d) + A(eps));
-    rn[i] = r;
-    for (int64_t j = 0; j < d; ++j) y[i * d + j] = from_acc<T>(to_acc(xr[j]) * r);
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = x + i * d;
+      const A r = A(1) / std::sqrt(sum_squares(xr, d) + A(eps));
+      rn[i] = r;
+      for (int64_t j = 0; j < d; ++j) y[i * d + j] = from_acc<T>(to_acc(xr[j]) * r);
+    }
   }
 }
 
 template <typename T>
 void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, int64_t d, T* dx) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= kPar)
-  for (int64_t i = 0; i < n; ++i) {
-    const T* yr = y + i * d;
-    const T* gr = dy + i * d;
-    A dot = 0;
-    for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * to_acc(yr[j]);
-    for (int64_t j = 0; j < d; ++j)
-      dx[i * d + j] = from_acc<T>(rn[i] * (to_acc(gr[j]) - to_acc(yr[j]) * dot));
+#pragma omp parallel if (n * d >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* yr = y + i * d;
+      const T* gr = dy + i * d;
+      A dot = 0;
+      for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * to_acc(yr[j]);
+      for (int64_t j = 0; j < d; ++j)
+        dx[i * d + j] = from_acc<T>(rn[i] * (to_acc(gr[j]) - to_acc(yr[j]) * dot));
+    }
   }
 }
 
@@ -139,20 +169,24 @@ template <typename T>
 void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
                            const int64_t* seq_start) {
   using A = acc_t<T>;
-#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t s = 0; s < t; ++s) {
-      T* yr = y + (bi * t + s) * c;
-      const int64_t lo = first_tap(seq_start, s);
-      for (int64_t ch = 0; ch < c; ++ch) {
-        A acc = 0;
-        for (int64_t j = 0; j < k; ++j) {
-          const int64_t src = s - k + 1 + j;
-          if (src >= lo) acc += to_acc(w[ch * k + j]) * to_acc(x[(bi * t + src) * c + ch]);
+#pragma omp parallel if (b * t * c >= kPar)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t s = 0; s < t; ++s) {
+        T* yr = y + (bi * t + s) * c;
+        const int64_t lo = first_tap(seq_start, s);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          A acc = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t src = s - k + 1 + j;
+            if (src >= lo) acc += to_acc(w[ch * k + j]) * to_acc(x[(bi * t + src) * c + ch]);
+          }
+          yr[ch] = from_acc<T>(acc);
         }
-        yr[ch] = from_acc<T>(acc);
       }
-    }
+  }
 }
 
 template <typename T>
@@ -160,32 +194,40 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int6
                             int64_t k, T* dx, T* dw, const int64_t* seq_start) {
   using A = acc_t<T>;
   if (dx) {
-#pragma omp parallel for collapse(2) schedule(static) if (b * t * c >= kPar)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t s = 0; s < t; ++s)
-        for (int64_t ch = 0; ch < c; ++ch) {
-          A acc = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t dst = s + k - 1 - j;
-            if (dst < t && first_tap(seq_start, dst) <= s)
-              acc += to_acc(w[ch * k + j]) * to_acc(dy[(bi * t + dst) * c + ch]);
+#pragma omp parallel if (b * t * c >= kPar)
+    {
+      GDN_TRACE_WORKER(__func__);
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t s = 0; s < t; ++s)
+          for (int64_t ch = 0; ch < c; ++ch) {
+            A acc = 0;
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t dst = s + k - 1 - j;
+              if (dst < t && first_tap(seq_start, dst) <= s)
+                acc += to_acc(w[ch * k + j]) * to_acc(dy[(bi * t + dst) * c + ch]);
+            }
+            dx[(bi * t + s) * c + ch] = from_acc<T>(acc);
           }
-          dx[(bi * t + s) * c + ch] = from_acc<T>(acc);
-        }
+    }
   }
   if (dw) {
     // Threads own channels; each sums over (batch, time) in order.
-#pragma omp parallel for schedule(static) if (b * t * c >= kPar)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t j = 0; j < k; ++j) {
-        A acc = 0;
-        for (int64_t bi = 0; bi < b; ++bi)
-          for (int64_t s = std::max<int64_t>(0, k - 1 - j); s < t; ++s)
-            if (s - k + 1 + j >= first_tap(seq_start, s))
-              acc +=
-                  to_acc(dy[(bi * t + s) * c + ch]) * to_acc(x[(bi * t + s - k + 1 + j) * c + ch]);
-        dw[ch * k + j] = from_acc<T>(acc);
-      }
+#pragma omp parallel if (b * t * c >= kPar)
+    {
+      GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t j = 0; j < k; ++j) {
+          A acc = 0;
+          for (int64_t bi = 0; bi < b; ++bi)
+            for (int64_t s = std::max<int64_t>(0, k - 1 - j); s < t; ++s)
+              if (s - k + 1 + j >= first_tap(seq_start, s))
+                acc += to_acc(dy[(bi * t + s) * c + ch]) *
+                       to_acc(x[(bi * t + s - k + 1 + j) * c + ch]);
+          dw[ch * k + j] = from_acc<T>(acc);
+        }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // CPU reductions, softmax and cross-entropy. Sums run in a fixed order per output (no
 // cross-thread reductions), so results are deterministic.
 #include "kernels/cpu/reduce.h"
+#include "kernels/trace_events.h"
 
 #include <cmath>
 #include <limits>
@@ -12,27 +13,31 @@ template <typename T>
 void reduce(Reduce op, const T* x, int64_t outer, int64_t r, int64_t inner, T* out,
             int64_t* argmax) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (outer * r * inner >= (1 << 15))
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* base = x + o * r * inner;
-    if (op == Reduce::sum) {
-      std::vector<A> acc(size_t(inner), A(0));
-      for (int64_t j = 0; j < r; ++j)
-        for (int64_t i = 0; i < inner; ++i) acc[i] += to_acc(base[j * inner + i]);
-      for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = from_acc<T>(acc[i]);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) {
-        A best = to_acc(base[i]);
-        int64_t arg = 0;
-        for (int64_t j = 1; j < r; ++j) {
-          A v = to_acc(base[j * inner + i]);
-          if (!(v <= best) && !std::isnan(best)) {  // larger, or the first NaN (propagates)
-            best = v;
-            arg = j;
+#pragma omp parallel if (outer * r * inner >= (1 << 15))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* base = x + o * r * inner;
+      if (op == Reduce::sum) {
+        std::vector<A> acc(size_t(inner), A(0));
+        for (int64_t j = 0; j < r; ++j)
+          for (int64_t i = 0; i < inner; ++i) acc[i] += to_acc(base[j * inner + i]);
+        for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = from_acc<T>(acc[i]);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) {
+          A best = to_acc(base[i]);
+          int64_t arg = 0;
+          for (int64_t j = 1; j < r; ++j) {
+            A v = to_acc(base[j * inner + i]);
+            if (!(v <= best) && !std::isnan(best)) {  // larger, or the first NaN (propagates)
+              best = v;
+              arg = j;
+            }
           }
+          out[o * inner + i] = from_acc<T>(best);
+          if (argmax) argmax[o * inner + i] = arg;
         }
-        out[o * inner + i] = from_acc<T>(best);
-        if (argmax) argmax[o * inner + i] = arg;
       }
     }
   }
@@ -41,31 +46,40 @@ void reduce(Reduce op, const T* x, int64_t outer, int64_t r, int64_t inner, T* o
 template <typename T>
 void reduce_max_backward(const T* dy, const int64_t* argmax, int64_t outer, int64_t r,
                          int64_t inner, T* dx) {
-#pragma omp parallel for schedule(static) if (outer * r * inner >= (1 << 15))
-  for (int64_t o = 0; o < outer; ++o) {
-    T* base = dx + o * r * inner;
-    for (int64_t j = 0; j < r * inner; ++j) base[j] = from_acc<T>(acc_t<T>(0));
-    for (int64_t i = 0; i < inner; ++i) base[argmax[o * inner + i] * inner + i] = dy[o * inner + i];
+#pragma omp parallel if (outer * r * inner >= (1 << 15))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < outer; ++o) {
+      T* base = dx + o * r * inner;
+      for (int64_t j = 0; j < r * inner; ++j) base[j] = from_acc<T>(acc_t<T>(0));
+      for (int64_t i = 0; i < inner; ++i)
+        base[argmax[o * inner + i] * inner + i] = dy[o * inner + i];
+    }
   }
 }
 
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t n, int64_t d, bool log) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = x + i * d;
-    T* yr = y + i * d;
-    A m = -std::numeric_limits<A>::infinity();
-    for (int64_t j = 0; j < d; ++j) m = std::max(m, to_acc(xr[j]));
-    A s = 0;
-    for (int64_t j = 0; j < d; ++j) s += std::exp(to_acc(xr[j]) - m);
-    if (log) {
-      A lse = m + std::log(s);
-      for (int64_t j = 0; j < d; ++j) yr[j] = from_acc<T>(to_acc(xr[j]) - lse);
-    } else {
-      A inv = A(1) / s;
-      for (int64_t j = 0; j < d; ++j) yr[j] = from_acc<T>(std::exp(to_acc(xr[j]) - m) * inv);
+#pragma omp parallel if (n * d >= (1 << 14))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = x + i * d;
+      T* yr = y + i * d;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < d; ++j) m = std::max(m, to_acc(xr[j]));
+      A s = 0;
+      for (int64_t j = 0; j < d; ++j) s += std::exp(to_acc(xr[j]) - m);
+      if (log) {
+        A lse = m + std::log(s);
+        for (int64_t j = 0; j < d; ++j) yr[j] = from_acc<T>(to_acc(xr[j]) - lse);
+      } else {
+        A inv = A(1) / s;
+        for (int64_t j = 0; j < d; ++j) yr[j] = from_acc<T>(std::exp(to_acc(xr[j]) - m) * inv);
+      }
     }
   }
 }
@@ -73,21 +87,25 @@ void softmax_rows(const T* x, T* y, int64_t n, int64_t d, bool log) {
 template <typename T>
 void softmax_rows_backward(const T* y, const T* dy, T* dx, int64_t n, int64_t d, bool log) {
   using A = acc_t<T>;
-#pragma omp parallel for schedule(static) if (n * d >= (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const T* yr = y + i * d;
-    const T* gr = dy + i * d;
-    T* dr = dx + i * d;
-    A s = 0;
-    if (log) {
-      // y = x - lse: dx = dy - softmax * sum(dy)
-      for (int64_t j = 0; j < d; ++j) s += to_acc(gr[j]);
-      for (int64_t j = 0; j < d; ++j)
-        dr[j] = from_acc<T>(to_acc(gr[j]) - std::exp(to_acc(yr[j])) * s);
-    } else {
-      // dx = y * (dy - sum(dy * y))
-      for (int64_t j = 0; j < d; ++j) s += to_acc(gr[j]) * to_acc(yr[j]);
-      for (int64_t j = 0; j < d; ++j) dr[j] = from_acc<T>(to_acc(yr[j]) * (to_acc(gr[j]) - s));
+#pragma omp parallel if (n * d >= (1 << 14))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* yr = y + i * d;
+      const T* gr = dy + i * d;
+      T* dr = dx + i * d;
+      A s = 0;
+      if (log) {
+        // y = x - lse: dx = dy - softmax * sum(dy)
+        for (int64_t j = 0; j < d; ++j) s += to_acc(gr[j]);
+        for (int64_t j = 0; j < d; ++j)
+          dr[j] = from_acc<T>(to_acc(gr[j]) - std::exp(to_acc(yr[j])) * s);
+      } else {
+        // dx = y * (dy - sum(dy * y))
+        for (int64_t j = 0; j < d; ++j) s += to_acc(gr[j]) * to_acc(yr[j]);
+        for (int64_t j = 0; j < d; ++j) dr[j] = from_acc<T>(to_acc(yr[j]) * (to_acc(gr[j]) - s));
+      }
     }
   }
 }
@@ -99,22 +117,26 @@ void cross_entropy_forward(const T* logits, const I* targets, int64_t n, int64_t
   using A = acc_t<T>;
   std::vector<A> row_loss(size_t(n), A(0));
   int64_t bad = -1;
-#pragma omp parallel for schedule(static) if (n * v >= (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = logits + i * v;
-    A m = -std::numeric_limits<A>::infinity();
-    for (int64_t j = 0; j < v; ++j) m = std::max(m, to_acc(xr[j]));
-    A s = 0;
-    for (int64_t j = 0; j < v; ++j) s += std::exp(to_acc(xr[j]) - m);
-    lse[i] = m + std::log(s);
-    const int64_t t = int64_t(targets[i]);
-    if (t == ignore_index) continue;
-    if (t < 0 || t >= v) {
+#pragma omp parallel if (n * v >= (1 << 14))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = logits + i * v;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < v; ++j) m = std::max(m, to_acc(xr[j]));
+      A s = 0;
+      for (int64_t j = 0; j < v; ++j) s += std::exp(to_acc(xr[j]) - m);
+      lse[i] = m + std::log(s);
+      const int64_t t = int64_t(targets[i]);
+      if (t == ignore_index) continue;
+      if (t < 0 || t >= v) {
 #pragma omp critical(gdn_ce_bad)
-      if (bad < 0 || i < bad) bad = i;
-      continue;
+        if (bad < 0 || i < bad) bad = i;
+        continue;
+      }
+      row_loss[i] = lse[i] - to_acc(xr[t]);
     }
-    row_loss[i] = lse[i] - to_acc(xr[t]);
   }
   A total = 0;
   int64_t count = 0;
@@ -134,18 +156,22 @@ void cross_entropy_backward(const T* logits, const I* targets, const acc_t<T>* l
                             int64_t ignore_index, T* dlogits) {
   using A = acc_t<T>;
   const A scale = stats[1] > A(0) ? dloss[0] / stats[1] : A(0);
-#pragma omp parallel for schedule(static) if (n * v >= (1 << 14))
-  for (int64_t i = 0; i < n; ++i) {
-    const T* xr = logits + i * v;
-    T* dr = dlogits + i * v;
-    const int64_t t = int64_t(targets[i]);
-    if (t == ignore_index) {
-      for (int64_t j = 0; j < v; ++j) dr[j] = from_acc<T>(A(0));
-      continue;
-    }
-    for (int64_t j = 0; j < v; ++j) {
-      A p = std::exp(to_acc(xr[j]) - lse[i]);
-      dr[j] = from_acc<T>(scale * (p - (j == t ? A(1) : A(0))));
+#pragma omp parallel if (n * v >= (1 << 14))
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xr = logits + i * v;
+      T* dr = dlogits + i * v;
+      const int64_t t = int64_t(targets[i]);
+      if (t == ignore_index) {
+        for (int64_t j = 0; j < v; ++j) dr[j] = from_acc<T>(A(0));
+        continue;
+      }
+      for (int64_t j = 0; j < v; ++j) {
+        A p = std::exp(to_acc(xr[j]) - lse[i]);
+        dr[j] = from_acc<T>(scale * (p - (j == t ? A(1) : A(0))));
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 // Rotary position embedding (kernels/cpu/rope.h): one (token, head) row per iteration; the
 // angles of a token are computed once per token from the inverse frequencies.
 #include "kernels/cpu/rope.h"
+#include "kernels/trace_events.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -55,6 +56,7 @@ void apply_cpu(const Problem& p, const T* x, T* y, bool inverse) {
   const A sign = inverse ? A(-1) : A(1);
 #pragma omp parallel
   {
+    GDN_TRACE_WORKER("rope");
     std::vector<A> cos_a(static_cast<size_t>(half)), sin_a(static_cast<size_t>(half));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {

@@ -1,5 +1,6 @@
 // CPU fused SGD update: OpenMP over independent elements (static schedule).
 #include "kernels/cpu/sgd.h"
+#include "kernels/trace_events.h"
 
 namespace gdn::cpu {
 
@@ -14,12 +15,16 @@ void sgd_step(T* param, const T* grad, acc_t<T>* momentum_buf, int64_t n,
   const A lr = A(step.lr), momentum = A(step.momentum);
   const A one_minus_dampening = A(1.0 - step.dampening), wd = A(step.weight_decay);
   A* buf = step.momentum != 0.0 ? momentum_buf : nullptr;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    A p = to_acc(param[i]);
-    kern::sgd_update<A>(p, to_acc(grad[i]), buf ? buf + i : nullptr, lr, momentum,
-                        one_minus_dampening, wd, step.nesterov, step.first);
-    param[i] = from_acc<T>(p);
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      A p = to_acc(param[i]);
+      kern::sgd_update<A>(p, to_acc(grad[i]), buf ? buf + i : nullptr, lr, momentum,
+                          one_minus_dampening, wd, step.nesterov, step.first);
+      param[i] = from_acc<T>(p);
+    }
   }
 }
 

@@ -1,9 +1,12 @@
 // The backward engine: dependency counting over the graph reachable from the roots, then nodes
 // in reverse creation order as they become ready, accumulating gradients per (node, output).
 // Saved tensors are released as soon as a node has run, so backward frees memory as it goes.
+#include <memory>
 #include <queue>
+#include <string>
 #include <unordered_map>
 
+#include "kernels/trace_events.h"
 #include "src/autograd/hooks.h"
 #include "src/autograd/node.h"
 #include "src/ops/ops.h"
@@ -89,11 +92,20 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   for (auto& n : nodes)
     if (deps[n.get()] == 0) ready.push(n.get());
 
+  // Trace: consecutive nodes of one module under one span of its path, each node a span.
+  std::unique_ptr<trace::Span> module_span;
+  std::string module_scope;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
     GDN_CHECK(node->backward, "backward through the graph of '", node->op,
               "' a second time: its saved tensors were freed (use retain_graph)");
+    if (trace::capturing() && (!module_span || node->scope != module_scope)) {
+      module_span.reset();
+      module_scope = node->scope;
+      module_span = std::make_unique<trace::Span>("module", module_scope + " (backward)");
+    }
+    trace::Span node_span("backward", node->op);
     std::vector<Tensor> outs = node->backward(pending[node], node->saved);
     pending.erase(node);
     GDN_CHECK(outs.size() == node->inputs.size(), "backward of '", node->op, "' returned ",

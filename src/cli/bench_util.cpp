@@ -103,8 +103,15 @@ void add_peak_fields(const DevicePeak& peak, nlohmann::json& row) {
     row["peak_gflops"] = peak.gflops;
     row["frac_peak"] = double(row["gflops"]) / peak.gflops;
   }
-  if (peak.this_run_gflops > 0)
+  if (peak.this_run_gflops > 0) {
     row["frac_peak_this_run"] = double(row["gflops"]) / peak.this_run_gflops;
+    // The row's FLOPs at the sgemm rate of this run: its time's limit, and how close it came.
+    if (row.contains("median_ms")) {
+      row["gemm_bound_ms"] =
+          double(row["gflops"]) * double(row["median_ms"]) / peak.this_run_gflops;
+      row["of_gemm_bound"] = row["frac_peak_this_run"];
+    }
+  }
 }
 
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {

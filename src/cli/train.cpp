@@ -14,7 +14,7 @@ namespace gdn::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config, resume;
+  std::string config, resume, trace;
   std::vector<std::string> sets;
   bool quiet = false, profile_memory = false, overwrite = false;
 };
@@ -32,6 +32,7 @@ void run_train(const TrainArgs& a) {
   o.overwrite = a.overwrite;
   o.quiet = a.quiet;
   o.profile_memory = a.profile_memory;
+  o.trace_path = a.trace;
   train::Trainer t(cfg, o);
   train::TrainerState s = t.run();
   if (t.rank() == 0)  // one summary per run, from rank 0
@@ -71,6 +72,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
   cmd->add_flag("--profile-memory", a->profile_memory,
                 "print the memory profile of the first step");
+  cmd->add_option("--trace", a->trace,
+                  "write a Chrome trace (Perfetto, chrome://tracing) of 3 steps after 2 of "
+                  "warm-up to FILE.json, and print the ops by time");
   cmd->callback([a] { run_train(*a); });
 }
 

@@ -1,11 +1,13 @@
 // CPU and meta allocators and the shared accounting.
 #include "src/core/allocator.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 
+#include "kernels/trace_events.h"
 #include "src/core/error.h"
 
 #if defined(GDN_WITH_CUDA)
@@ -43,7 +45,17 @@ void Allocator::add(MemCategory cat, int64_t bytes) {
   }
 }
 
+namespace {
+// Allocator calls on every device, for the trace's spans (kernels/trace_events.h).
+std::atomic<int64_t> g_alloc_calls{0};
+int64_t alloc_calls() {
+  return g_alloc_calls.load(std::memory_order_relaxed);
+}
+[[maybe_unused]] const bool kTraceCountsAllocs = (trace::set_alloc_counter(&alloc_calls), true);
+}  // namespace
+
 void* Allocator::allocate(size_t bytes, MemCategory cat) {
+  g_alloc_calls.fetch_add(1, std::memory_order_relaxed);
   void* p = bytes ? raw_allocate(bytes) : nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   add(cat, int64_t(bytes));

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "kernels/trace_events.h"
 #include "src/core/tensor.h"
 
 #if defined(GDN_WITH_CUDA)
@@ -30,10 +31,12 @@ inline void* stream_of(Device d) {
 
 }  // namespace gdn::ops::detail
 
-// RUN_ON_DEVICE(dev, "op", cpu_call, cuda_call): meta runs nothing.
+// RUN_ON_DEVICE(dev, "op", cpu_call, cuda_call): meta runs nothing. The call is a span of the
+// trace (kernels/trace_events.h) named by the op.
 #if defined(GDN_WITH_CUDA)
 #define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
   do {                                                  \
+    ::gdn::trace::Span gdn_op_span_("kernel", OP);      \
     if ((DEV).is_cpu()) {                               \
       CPU_CALL;                                         \
     } else if ((DEV).is_cuda()) {                       \
@@ -43,6 +46,7 @@ inline void* stream_of(Device d) {
 #else
 #define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
   do {                                                  \
+    ::gdn::trace::Span gdn_op_span_("kernel", OP);      \
     if ((DEV).is_cpu()) {                               \
       CPU_CALL;                                         \
     } else if ((DEV).is_cuda()) {                       \

@@ -41,6 +41,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   const int64_t n = gate.numel();
   dispatch_dtype<FloatingTypes>(gate.dtype(), "swiglu", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
+    trace::Span span("kernel", "swiglu");
     if (dev.is_cpu())
       cpu::swiglu_forward(g.data<scalar_t>(), u.data<scalar_t>(), n, y.data<scalar_t>());
   });
@@ -53,6 +54,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                        Tensor du = empty(s[1].shape(), s[1].dtype(), dev);
                        dispatch_dtype<FloatingTypes>(dy.dtype(), "swiglu backward", [&](auto tag) {
                          using scalar_t = typename decltype(tag)::type;
+                         trace::Span span("kernel", "swiglu backward");
                          if (dev.is_cpu())
                            cpu::swiglu_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
                                                 dy.data<scalar_t>(), n, dg.data<scalar_t>(),
@@ -81,6 +83,7 @@ Tensor gated_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& gate,
     using scalar_t = typename decltype(tag)::type;
     using A = acc_t<scalar_t>;
     const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+    trace::Span span("kernel", "gated_rms_norm");
     if (dev.is_cpu())
       cpu::gated_rms_norm_forward(xc.data<scalar_t>(), wp, zc.data<scalar_t>(), n, d, eps,
                                   sigmoid_gate, y.data<scalar_t>(), rstd.data<A>());
@@ -99,6 +102,7 @@ Tensor gated_rms_norm(const Tensor& x, const Tensor& weight, const Tensor& gate,
             using scalar_t = typename decltype(tag)::type;
             using A = acc_t<scalar_t>;
             const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+            trace::Span span("kernel", "gated_rms_norm backward");
             if (dev.is_cpu())
               cpu::gated_rms_norm_backward(xc.data<scalar_t>(), wp, zc.data<scalar_t>(),
                                            rstd.data<A>(), dy.data<scalar_t>(), n, d, sigmoid_gate,
@@ -130,6 +134,7 @@ std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual,
     using scalar_t = typename decltype(tag)::type;
     using A = acc_t<scalar_t>;
     const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+    trace::Span span("kernel", "add_rms_norm");
     if (dev.is_cpu())
       cpu::add_rms_norm_forward(xc.data<scalar_t>(), rc.data<scalar_t>(), wp, n, d, eps,
                                 h.data<scalar_t>(), y.data<scalar_t>(), rstd.data<A>());
@@ -152,6 +157,7 @@ std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual,
             using scalar_t = typename decltype(tag)::type;
             using A = acc_t<scalar_t>;
             const scalar_t* wp = w.defined() ? w.data<scalar_t>() : nullptr;
+            trace::Span span("kernel", "add_rms_norm backward");
             if (dev.is_cpu())
               cpu::add_rms_norm_backward(
                   hs.data<scalar_t>(), wp, rstd.data<A>(), gy.data<scalar_t>(),

@@ -84,6 +84,13 @@ void run_gemm_cuda(const MatrixOperand& a, const MatrixOperand& b, Tensor& out, 
 }
 #endif
 
+// The trace's name of a product: "gemm 2048x768x256" (M x N x K), "4 x gemm ..." batched.
+std::string gemm_name(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  const std::string mnk =
+      "gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  return batch > 1 ? std::to_string(batch) + " x " + mnk : mnk;
+}
+
 // out [batch_shape, M, N] = a [.., M, K] @ b [.., K, N] with a, b already expanded.
 Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, int64_t M, int64_t N,
                   int64_t K) {
@@ -94,6 +101,8 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b, const Shape& batch_shape, in
   Tensor out = empty(out_shape, a.dtype(), dev);
   if (dev.is_meta() || out.numel() == 0) return out;
   const int64_t batch = shape_numel(batch_shape);
+  trace::Span span("gemm", gemm_name(batch, M, N, K));
+  span.set_flops(2.0 * double(batch) * double(M) * double(N) * double(K));
   if (dev.is_cuda()) {  // every floating dtype as it is
 #if defined(GDN_WITH_CUDA)
     auto A = as_operand(a, batch, M, K);

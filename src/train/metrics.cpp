@@ -70,17 +70,20 @@ std::string format_count(double x) {
 }
 
 std::string progress_line(int64_t step, int64_t total, double loss, double lr, double tokens_per_s,
-                          double mfu, int64_t mem_bytes, double eta_s) {
+                          double mfu, int64_t mem_bytes, double eta_s, double of_gemm_bound) {
   const int width = 20;
   const int filled = total > 0 ? int(double(width) * double(step) / double(total)) : width;
   std::string bar(size_t(std::min(filled, width)), '#');
   bar.resize(size_t(width), '.');
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "step %lld/%lld [%s] loss %.4f | lr %.2e | %s tok/s | MFU %.1f%% | mem %s | ETA %s",
-                (long long)step, (long long)total, bar.c_str(), loss, lr,
-                format_count(tokens_per_s).c_str(), 100.0 * mfu, format_bytes(mem_bytes).c_str(),
-                format_duration(eta_s).c_str());
+  char bound[48] = "";
+  if (of_gemm_bound > 0)
+    std::snprintf(bound, sizeof bound, " | %.0f%% of GEMM bound", 100.0 * of_gemm_bound);
+  char buf[320];
+  std::snprintf(
+      buf, sizeof buf,
+      "step %lld/%lld [%s] loss %.4f | lr %.2e | %s tok/s | MFU %.1f%%%s | mem %s | ETA %s",
+      (long long)step, (long long)total, bar.c_str(), loss, lr, format_count(tokens_per_s).c_str(),
+      100.0 * mfu, bound, format_bytes(mem_bytes).c_str(), format_duration(eta_s).c_str());
   return buf;
 }
 

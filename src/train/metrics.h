@@ -33,8 +33,9 @@ std::string format_duration(double seconds);
 // "12.3k", "1.2M".
 std::string format_count(double x);
 
-// One progress line: `step 120/1000 [####......] loss 2.345 | lr 3.0e-04 | 12.3k tok/s | ...`
+// One progress line: `step 120/1000 [####......] loss 2.345 | lr 3.0e-04 | 12.3k tok/s | ...`;
+// `of_gemm_bound` (src/train/gemm_bound.h) is shown when > 0.
 std::string progress_line(int64_t step, int64_t total, double loss, double lr, double tokens_per_s,
-                          double mfu, int64_t mem_bytes, double eta_s);
+                          double mfu, int64_t mem_bytes, double eta_s, double of_gemm_bound = 0);
 
 }  // namespace gdn::train

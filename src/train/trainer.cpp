@@ -20,14 +20,17 @@
 #include <csignal>
 #include <cstdio>
 
+#include "kernels/trace_events.h"
 #include "optim/clip.h"
 #include "src/data/mqar.h"
 #include "src/dist/communicator.h"
 #include "src/dist/consistency.h"
 #include "src/dist/grad_reducer.h"
 #include "src/dist/zero.h"
+#include "src/io/atomic_file.h"
 #include "src/ops/ops.h"
 #include "src/train/memory_profile.h"
+#include "src/train/trace_file.h"
 
 namespace gdn::train {
 
@@ -131,11 +134,14 @@ void Trainer::step_optimizer() {
 // Without masking every n_m is equal and the weight is exactly 1 / grad_accum.
 double Trainer::train_step() {
   opt_->set_lr(schedule_.lr_at(state_.step));
+  trace::Span zero_span("phase", "zero_grad");
   zero_grads();
+  zero_span.end();
   double loss_sum = 0;
   const int64_t accum = cfg_.train.grad_accum;
   std::vector<data::Batch> batches;
   std::vector<double> scored{0};
+  trace::Span data_span("phase", "data");
   for (int64_t m = 0; m < accum; ++m) {
     batches.push_back(data_->next());
     scored.push_back(double(scored_targets(batches.back())));
@@ -147,13 +153,17 @@ double Trainer::train_step() {
     scored[0] = total[0];
   }
   const double all = std::max(scored[0], 1.0);
+  data_span.end();
   for (int64_t m = 0; m < accum; ++m) {
+    trace::Span forward_span("phase", "forward");
     Tensor loss = batch_loss(*model_, batches[size_t(m)], device_);
     const double lv = loss.item(), n = scored[size_t(m) + 1];
+    forward_span.end();
     loss_sum += lv * (n / all);
     // No point continuing this step; with several ranks every backward must run (collectives).
     if (!std::isfinite(lv) && !reducer_) break;
     if (reducer_ && m == accum - 1) reducer_->arm();  // its hooks start the all-reduces
+    trace::Span backward_span("phase", "backward");
     ops::mul(loss, n * double(world_size()) / all).backward();
   }
   if (reducer_) reducer_->finish();
@@ -179,19 +189,27 @@ TrainerState Trainer::run() {
   const double elapsed_before = state_.elapsed_s;
   int64_t start_step = state_.step;
   while (state_.step < cfg_.train.steps) {
+    trace_before_step(state_.step - start_step);
+    trace::Span step_span("step", "step " + std::to_string(state_.step + 1));
     const double t0 = now_s();
     const int64_t allocs_before = memory_stats(device_).num_allocs;
     const double loss = train_step();
+    trace::Span clip_span("phase", "clip");
     const double norm = clip_gradients();
+    clip_span.end();
+    trace::Span optimizer_span("phase", "optimizer");
     if (!std::isfinite(loss) || !std::isfinite(norm))
       skip_nonfinite_step(loss, norm);
     else
       step_optimizer();
+    optimizer_span.end();
     state_.step++;
     state_.tokens_seen += tokens_per_step;
     const double dt = now_s() - t0;
     window_allocs_ += memory_stats(device_).num_allocs - allocs_before;
     state_.elapsed_s = elapsed_before + (now_s() - run_start);
+    step_span.end();
+    trace_after_step(dt, state_.step == cfg_.train.steps);
     if (std::isfinite(loss)) log_step(loss, norm, dt, tokens_per_step);
     // Sampled once per step (and agreed over ranks): every rank takes the same branches below.
     const int sig = agree_on_interrupt();
@@ -217,6 +235,31 @@ TrainerState Trainer::run() {
     std::fprintf(stderr, "gdn: already at step %lld of %lld: nothing to do\n",
                  (long long)state_.step, (long long)cfg_.train.steps);
   return state_;
+}
+
+// --trace: kTraceWarmup steps of this run untraced (the allocator's cache, the plans), then
+// kTraceSteps traced, or what the run has left.
+constexpr int64_t kTraceWarmup = 2, kTraceSteps = 3;
+
+void Trainer::trace_before_step(int64_t steps_done) {
+  if (options_.trace_path.empty() || trace_done_ || trace_first_step_ >= 0 || rank() != 0) return;
+  const int64_t left = cfg_.train.steps - state_.step;
+  if (steps_done < kTraceWarmup && left > kTraceSteps) return;
+  trace_first_step_ = state_.step + 1;
+  trace::begin_capture();
+}
+
+void Trainer::trace_after_step(double step_seconds, bool last) {
+  if (trace_first_step_ < 0 || trace_done_) return;
+  trace_seconds_ += step_seconds;
+  if (++trace_steps_ < kTraceSteps && !last) return;
+  trace_done_ = true;
+  const std::vector<trace::Event> events = trace::end_capture();
+  const TraceSummary s{trace_first_step_, trace_steps_, 1e3 * trace_seconds_};
+  io::write_file_atomic(options_.trace_path, chrome_trace_json(events, s));
+  std::fprintf(stderr, "gdn: traced steps %lld-%lld into %s (open it in ui.perfetto.dev):\n%s",
+               (long long)s.first_step, (long long)(s.first_step + s.steps - 1),
+               options_.trace_path.c_str(), trace_table(events, s).c_str());
 }
 
 void Trainer::print_memory_profile() const {
@@ -274,6 +317,8 @@ void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64
   const double tps = window_seconds_ > 0 ? double(window_tokens_) / window_seconds_ : 0;
   const double mfu =
       peak_flops_ > 0 ? tps * flops_per_token_ / (peak_flops_ * double(world_size())) : 0;
+  const double step_ms = 1e3 * window_seconds_ / double(window_steps_);
+  const double of_gemm_bound = step_ms > 0 ? gemm_bound_ms_ / step_ms : 0;
   const MemoryStats mem = memory_stats(device_);
   const double eta =
       tps > 0 ? double(cfg_.train.steps - state_.step) * double(step_tokens) / tps : 0;
@@ -284,6 +329,9 @@ void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64
                    {"tokens_per_s", tps},
                    {"tokens", state_.tokens_seen},
                    {"mfu", mfu},
+                   {"step_ms", step_ms},
+                   {"gemm_bound_ms", gemm_bound_ms_},
+                   {"of_gemm_bound", of_gemm_bound},
                    {"mem_bytes", mem.total},
                    {"peak_mem_bytes", mem.peak},
                    {"allocs_per_step", double(window_allocs_) / double(window_steps_)},
@@ -297,7 +345,7 @@ void Trainer::log_step(double loss, double grad_norm, double step_seconds, int64
   if (!options_.quiet)
     std::fprintf(stderr, "%s\n",
                  progress_line(state_.step, cfg_.train.steps, mean_loss, opt_->lr(), tps, mfu,
-                               mem.total, eta)
+                               mem.total, eta, of_gemm_bound)
                      .c_str());
   reset_window();
 }

@@ -32,6 +32,8 @@ struct TrainerOptions {
   bool profile_memory = false;  // print the memory profile of the first step
   bool read_only = false;       // eval/generate: touch nothing in the run directory
   int64_t stop_after = -1;      // stop (saving) after this many steps of this run: tests of resume
+  // Chrome trace of a few steps after warm-up (src/train/trace_file.h), and its table on stderr.
+  std::string trace_path;
   // The ranks to train over; null: from dist.backend when launched by mpirun, else one process.
   std::shared_ptr<dist::Communicator> comm;
 };
@@ -87,6 +89,9 @@ class Trainer {
   // got one, so every rank stops (and saves) at the same step. 0: go on.
   int agree_on_interrupt();
   void reset_window();
+  // --trace: starts the capture at the right step of the run, ends it and writes the file.
+  void trace_before_step(int64_t steps_done);
+  void trace_after_step(double step_seconds, bool last);
 
   RunConfig cfg_;
   TrainerOptions options_;
@@ -106,6 +111,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   TrainerState state_;
   double flops_per_token_ = 0, peak_flops_ = 0;
+  double gemm_bound_ms_ = 0;  // the step's GEMMs timed alone (src/train/gemm_bound.h); 0: unknown
   double last_grad_norm_ = 0;
   int stop_signal_ = 0;
   // Running window for the progress line.
@@ -113,6 +119,10 @@ class Trainer {
   int64_t window_steps_ = 0, window_tokens_ = 0;
   int64_t window_allocs_ = 0;  // allocator calls by the window's steps (buffers not reused)
   double window_comm_s_ = 0, window_wait_s_ = 0;  // gradient all-reduce time (data-parallel)
+  // --trace: the capture's first step (-1: not started) and the traced steps' time so far.
+  int64_t trace_first_step_ = -1, trace_steps_ = 0;
+  double trace_seconds_ = 0;
+  bool trace_done_ = false;
 };
 
 }  // namespace gdn::train

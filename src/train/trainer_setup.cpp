@@ -15,6 +15,7 @@
 #include "src/dist/zero.h"
 #include "src/io/atomic_file.h"
 #include "src/train/flops.h"
+#include "src/train/gemm_bound.h"
 #include "src/train/model_io.h"
 #include "src/train/size_check.h"
 #include "src/train/trainer.h"
@@ -251,6 +252,11 @@ void Trainer::open_metrics(bool resumed) {
   flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
   peak_flops_ = device_peak_flops(device_name(device_), model_->compute_dtype == DType::bfloat16,
                                   cfg_.train.allow_tf32, cfg_.train.peak_gflops);
+  // What the step's GEMMs alone take here, now: the step time's limit (of_gemm_bound).
+  if (!options_.read_only && !device_.is_meta())
+    gemm_bound_ms_ = measure_gemm_bound(*model_, cfg_.train.batch_size * cfg_.data.seq_len,
+                                        cfg_.train.grad_accum, device_, model_->compute_dtype)
+                         .ms;
 }
 
 void Trainer::print_banner() const {
