@@ -1,6 +1,7 @@
 // CPU fused AdamW update: OpenMP over elements (static schedule; every element is independent,
 // so the result does not depend on the thread count).
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <algorithm>
@@ -12,8 +13,8 @@ constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than
 }  // namespace
 
 template <typename T>
-void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq, int64_t n,
-                const kern::AdamWStep& step) {
+GDN_CPU_CLONES void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq,
+                               int64_t n, const kern::AdamWStep& step) {
   using A = acc_t<T>;
   const kern::AdamWCoeffs<A> c = kern::adamw_coeffs<A>(step);
 #pragma omp parallel if (n >= kParallelMin)
@@ -29,7 +30,7 @@ void adamw_step(T* param, const T* grad, acc_t<T>* exp_avg, acc_t<T>* exp_avg_sq
 }
 
 template <typename T>
-void adamw_step_many(const std::vector<AdamWTensor<T>>& tensors) {
+GDN_CPU_CLONES void adamw_step_many(const std::vector<AdamWTensor<T>>& tensors) {
   using A = acc_t<T>;
   constexpr int64_t kBlock = 1 << 14;  // elements per work item: large enough to stream
   struct Block {

@@ -1,8 +1,10 @@
 // CPU element-wise kernels (OpenMP over elements; static schedule, so results are
 // deterministic).
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/philox.h"
 
 namespace gdn::cpu {
@@ -36,64 +38,79 @@ inline int64_t row_offset(int64_t r, int ndim, const int64_t* shape, const int64
 }
 }  // namespace
 
+// The CPU's form of a unary op: sigmoid and silu on the vectorising exp in fp32 (fast_exp.h),
+// everything else as kern::apply_unary computes it on every device.
+template <typename A>
+inline A unary_on_cpu(kern::Unary op, A x, A a, A b) {
+  if (op == kern::Unary::sigmoid) return sigmoid_fast(x);
+  if (op == kern::Unary::silu) return x * sigmoid_fast(x);
+  return kern::apply_unary<A>(op, x, a, b);
+}
+
+template <kern::Unary OP, typename T>
+GDN_CPU_CLONES void unary_loop(const T* x, T* y, int64_t n, acc_t<T> a, acc_t<T> b) {
+  using A = acc_t<T>;
+#pragma omp parallel if (n >= kParallelMin)
+  {
+    GDN_TRACE_WORKER("unary");
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = from_acc<T>(unary_on_cpu<A>(OP, load(x[i]), a, b));
+  }
+}
+
 template <typename T>
 void unary(kern::Unary op, const T* x, T* y, int64_t n, double alpha, double beta) {
   using A = acc_t<T>;
-  const A a = A(alpha), b = A(beta);
-  kern::with_unary(op, [&](auto tag) {
-    constexpr kern::Unary OP = decltype(tag)::value;
-#pragma omp parallel if (n >= kParallelMin)
-    {
-      GDN_TRACE_WORKER("unary");
+  kern::with_unary(op,
+                   [&](auto tag) { unary_loop<decltype(tag)::value>(x, y, n, A(alpha), A(beta)); });
+}
+
+// Rows over the leading dims, an inner loop over the last one (specialised for the common
+// contiguous and scalar-broadcast strides so it vectorizes).
+template <kern::Binary OP, typename T>
+GDN_CPU_CLONES void binary_loop(const kern::BroadcastLayout& L, const T* a, const T* b, T* out,
+                                acc_t<T> al) {
+  using A = acc_t<T>;
+  const Rows shape(L.ndim, L.shape);
+  const int64_t rows = shape.rows, cols = shape.cols;
+  const int64_t sa = last_stride(L.ndim, L.stride_a), sb = last_stride(L.ndim, L.stride_b);
+#pragma omp parallel if (rows * cols >= kParallelMin)
+  {
+    GDN_TRACE_WORKER("binary");
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = from_acc<T>(kern::apply_unary<A>(OP, load(x[i]), a, b));
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* pa = a + row_offset(r, L.ndim, L.shape, L.stride_a);
+      const T* pb = b + row_offset(r, L.ndim, L.shape, L.stride_b);
+      T* po = out + r * cols;
+      if (sa == 1 && sb == 1) {
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), load(pb[c]), al));
+      } else if (sa == 1 && sb == 0) {
+        const A vb = load(pb[0]);
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), vb, al));
+      } else if (sa == 0 && sb == 1) {
+        const A va = load(pa[0]);
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, va, load(pb[c]), al));
+      } else {
+        for (int64_t c = 0; c < cols; ++c)
+          po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c * sa]), load(pb[c * sb]), al));
+      }
     }
-  });
+  }
 }
 
 template <typename T>
 void binary(kern::Binary op, const kern::BroadcastLayout& L, const T* a, const T* b, T* out,
             double alpha) {
   using A = acc_t<T>;
-  const A al = A(alpha);
-  const Rows shape(L.ndim, L.shape);
-  const int64_t rows = shape.rows, cols = shape.cols;
-  const int64_t sa = last_stride(L.ndim, L.stride_a), sb = last_stride(L.ndim, L.stride_b);
-  kern::with_binary(op, [&](auto tag) {
-    constexpr kern::Binary OP = decltype(tag)::value;
-    // Rows over the leading dims, an inner loop over the last one (specialised for the common
-    // contiguous and scalar-broadcast strides so it vectorizes).
-#pragma omp parallel if (rows * cols >= kParallelMin)
-    {
-      GDN_TRACE_WORKER("binary");
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* pa = a + row_offset(r, L.ndim, L.shape, L.stride_a);
-        const T* pb = b + row_offset(r, L.ndim, L.shape, L.stride_b);
-        T* po = out + r * cols;
-        if (sa == 1 && sb == 1) {
-          for (int64_t c = 0; c < cols; ++c)
-            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), load(pb[c]), al));
-        } else if (sa == 1 && sb == 0) {
-          const A vb = load(pb[0]);
-          for (int64_t c = 0; c < cols; ++c)
-            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c]), vb, al));
-        } else if (sa == 0 && sb == 1) {
-          const A va = load(pa[0]);
-          for (int64_t c = 0; c < cols; ++c)
-            po[c] = from_acc<T>(kern::apply_binary<A>(OP, va, load(pb[c]), al));
-        } else {
-          for (int64_t c = 0; c < cols; ++c)
-            po[c] = from_acc<T>(kern::apply_binary<A>(OP, load(pa[c * sa]), load(pb[c * sb]), al));
-        }
-      }
-    }
-  });
+  kern::with_binary(op,
+                    [&](auto tag) { binary_loop<decltype(tag)::value>(L, a, b, out, A(alpha)); });
 }
 
 template <typename S, typename D>
-void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
+GDN_CPU_CLONES void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
   const Rows shape(L.ndim, L.shape);
   const int64_t rows = shape.rows, cols = shape.cols;
   const int64_t ss = last_stride(L.ndim, L.stride_src), sd = last_stride(L.ndim, L.stride_dst);
@@ -114,7 +131,7 @@ void copy_strided(const kern::CopyLayout& L, const S* src, D* dst) {
 }
 
 template <typename T>
-void axpy(T* dst, const T* src, int64_t n, double alpha) {
+GDN_CPU_CLONES void axpy(T* dst, const T* src, int64_t n, double alpha) {
   using A = acc_t<T>;
   const A al = A(alpha);
 #pragma omp parallel if (n >= kParallelMin)
@@ -126,7 +143,7 @@ void axpy(T* dst, const T* src, int64_t n, double alpha) {
 }
 
 template <typename T>
-void fill(T* p, int64_t n, double value) {
+GDN_CPU_CLONES void fill(T* p, int64_t n, double value) {
   const T v = convert<T>(value);
 #pragma omp parallel if (n >= kParallelMin)
   {

@@ -2,11 +2,16 @@
 // a fixed order and parameter gradients (dw) are summed per column over rows in order, so results
 // are deterministic, as in kernels/cpu/nn.cpp.
 #include "kernels/cpu/fused.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "kernels/cpu/column_sums.h"
+#include "kernels/cpu/conv_rows.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/nn.h"
 #include "kernels/elementwise_ops.h"
 
@@ -14,13 +19,16 @@ namespace gdn::cpu {
 
 namespace {
 constexpr int64_t kPar = 1 << 14;
-constexpr int64_t kChanBlock = 64;  // conv channels per accumulator block (on the stack)
 
-using kern::sigmoid_of;
+// sigmoid on the vectorising exp (fast_exp.h).
+template <typename A>
+GDN_FAST_MATH_INLINE A sigmoid_of(A x) {
+  return sigmoid_fast(x);
+}
 
 // act(z) and act'(z) of the gate: sigmoid (s, s (1 - s)) or silu (z s, s (1 + z (1 - s))).
 template <typename A>
-inline void gate_act(A z, bool sigmoid_gate, A& a, A& da) {
+GDN_FAST_MATH_INLINE void gate_act(A z, bool sigmoid_gate, A& a, A& da) {
   const A s = sigmoid_of(z);
   if (sigmoid_gate) {
     a = s;
@@ -39,29 +47,10 @@ inline A row_sum_squares(const A* v, int64_t d) {
   return ss;
 }
 
-// The first position a tap of output s may read: its sequence's start (0 unpacked).
-inline int64_t first_tap(const int64_t* seq_start, int64_t s) {
-  return seq_start ? seq_start[s] : 0;
-}
-
-// acc[ch - c0] = conv(x, w) at (bi, s) for channels [c0, c1): taps in ascending order (the order
-// of causal_conv1d_forward), each tap a contiguous run over channels so it vectorizes.
-template <typename T>
-inline void conv_block(const T* x, const T* w, int64_t t, int64_t c, int64_t k, int64_t bi,
-                       int64_t s, int64_t lo, int64_t c0, int64_t c1, acc_t<T>* acc) {
-  using A = acc_t<T>;
-  for (int64_t ch = c0; ch < c1; ++ch) acc[ch - c0] = A(0);
-  for (int64_t j = 0; j < k; ++j) {
-    const int64_t src = s - k + 1 + j;
-    if (src < lo) continue;
-    const T* xr = x + (bi * t + src) * c;
-    for (int64_t ch = c0; ch < c1; ++ch) acc[ch - c0] += to_acc(w[ch * k + j]) * to_acc(xr[ch]);
-  }
-}
 }  // namespace
 
 template <typename T>
-void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
+GDN_CPU_CLONES void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
   using A = acc_t<T>;
 #pragma omp parallel if (n >= kPar)
   {
@@ -75,7 +64,7 @@ void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
 }
 
 template <typename T>
-void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* du) {
+GDN_CPU_CLONES void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* du) {
   using A = acc_t<T>;
 #pragma omp parallel if (n >= kPar)
   {
@@ -90,8 +79,8 @@ void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* d
 }
 
 template <typename T>
-void gated_rms_norm_forward(const T* x, const T* w, const T* z, int64_t n, int64_t d, double eps,
-                            bool sigmoid_gate, T* y, acc_t<T>* rstd) {
+GDN_CPU_CLONES void gated_rms_norm_forward(const T* x, const T* w, const T* z, int64_t n, int64_t d,
+                                           double eps, bool sigmoid_gate, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -114,53 +103,48 @@ void gated_rms_norm_forward(const T* x, const T* w, const T* z, int64_t n, int64
 }
 
 template <typename T>
-void gated_rms_norm_backward(const T* x, const T* w, const T* z, const acc_t<T>* rstd, const T* dy,
-                             int64_t n, int64_t d, bool sigmoid_gate, T* dx, T* dz, T* dw) {
+GDN_CPU_CLONES void gated_rms_norm_backward(const T* x, const T* w, const T* z,
+                                            const acc_t<T>* rstd, const T* dy, int64_t n, int64_t d,
+                                            bool sigmoid_gate, T* dx, T* dz, T* dw) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
+  const bool parallel = n * d >= kPar;
+#pragma omp parallel if (parallel)
   {
     GDN_TRACE_WORKER(__func__);
+    std::vector<A> act(static_cast<size_t>(d)),
+        dact(static_cast<size_t>(d));  // the gate and its derivative, once a row
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
       const A r = rstd[i];
+      for (int64_t j = 0; j < d; ++j) gate_act(to_acc(zr[j]), sigmoid_gate, act[j], dact[j]);
       A dot = 0;  // sum_j dn_j w_j x_j
       for (int64_t j = 0; j < d; ++j) {
-        A a, da;
-        gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
         const A wj = w ? to_acc(w[j]) : A(1);
-        dot += to_acc(gr[j]) * a * wj * to_acc(xr[j]);
-        dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * da);
+        dot += to_acc(gr[j]) * act[j] * wj * to_acc(xr[j]);
+        dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * dact[j]);
       }
       const A cf = dot * r * r / A(d);
       for (int64_t j = 0; j < d; ++j) {
-        A a, da;
-        gate_act(to_acc(zr[j]), sigmoid_gate, a, da);
         const A wj = w ? to_acc(w[j]) : A(1);
-        dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * a * wj - to_acc(xr[j]) * cf));
+        dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * act[j] * wj - to_acc(xr[j]) * cf));
       }
     }
   }
   if (!dw) return;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t j = 0; j < d; ++j) {
-      A acc = 0;
-      for (int64_t i = 0; i < n; ++i) {
+  column_sums<A>(
+      n, d, parallel,
+      [&](int64_t i, int64_t j) {
         A a, da;
         gate_act(to_acc(z[i * d + j]), sigmoid_gate, a, da);
-        acc += to_acc(dy[i * d + j]) * a * to_acc(x[i * d + j]) * rstd[i];
-      }
-      dw[j] = from_acc<T>(acc);
-    }
-  }
+        return to_acc(dy[i * d + j]) * a * to_acc(x[i * d + j]) * rstd[i];
+      },
+      [&](int64_t j, A sum) { dw[j] = from_acc<T>(sum); });
 }
 
 template <typename T>
-void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t d, double eps,
-                          T* h, T* y, acc_t<T>* rstd) {
+GDN_CPU_CLONES void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t d,
+                                         double eps, T* h, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -196,21 +180,12 @@ template <typename T, typename Epilogue>
 void for_each_conv_output(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
                           const int64_t* seq_start, Epilogue epilogue) {
   using A = acc_t<T>;
-#pragma omp parallel if (b * t * c >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t s = 0; s < t; ++s) {
-        const int64_t lo = first_tap(seq_start, s), row = (bi * t + s) * c;
-        A acc[kChanBlock];
-        for (int64_t c0 = 0; c0 < c; c0 += kChanBlock) {
-          const int64_t c1 = std::min(c, c0 + kChanBlock);
-          conv_block(x, w, t, c, k, bi, s, lo, c0, c1, acc);
-          for (int64_t ch = c0; ch < c1; ++ch) epilogue(row, ch, to_acc(from_acc<T>(acc[ch - c0])));
-        }
-      }
-  }
+  conv::for_each_row(x, w, b, t, c, k, seq_start, b * t * c >= kPar,
+                     [&](int64_t bi, int64_t s, const A* acc) {
+                       const int64_t row = (bi * t + s) * c;
+                       for (int64_t ch = 0; ch < c; ++ch)
+                         epilogue(row, ch, to_acc(from_acc<T>(acc[ch])));
+                     });
 }
 
 template <typename T>

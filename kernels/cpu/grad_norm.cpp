@@ -1,5 +1,6 @@
 // CPU fp64 sum of squares over fixed blocks (OpenMP across blocks, then the partials in order).
 #include "kernels/cpu/grad_norm.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <vector>
@@ -20,7 +21,7 @@ inline double widen(T x) {
 }  // namespace
 
 template <typename T>
-void sum_squares(const T* x, int64_t n, double* out) {
+GDN_CPU_CLONES void sum_squares(const T* x, int64_t n, double* out) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(blocks), 0.0);
 #pragma omp parallel if (blocks > 1)

@@ -1,6 +1,9 @@
 // CPU layer-op kernels. Reductions over rows run in a fixed order; parameter gradients
 // (dw) are summed per column over rows in order, so results are deterministic.
 #include "kernels/cpu/nn.h"
+#include "kernels/cpu/column_sums.h"
+#include "kernels/cpu/conv_rows.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <cmath>
@@ -23,8 +26,8 @@ acc_t<T> sum_squares(const T* x, int64_t d) {
 }  // namespace
 
 template <typename T, typename I>
-void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int64_t d, T* out,
-                       int64_t* bad) {
+GDN_CPU_CLONES void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v,
+                                      int64_t d, T* out, int64_t* bad) {
   int64_t first_bad = -1;
   for (int64_t i = 0; i < n; ++i) {
     if (int64_t(idx[i]) < 0 || int64_t(idx[i]) >= v) {
@@ -47,7 +50,8 @@ void embedding_forward(const T* weight, const I* idx, int64_t n, int64_t v, int6
 }
 
 template <typename T, typename I>
-void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d, T* dweight) {
+GDN_CPU_CLONES void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64_t d,
+                                       T* dweight) {
   using A = acc_t<T>;
   // Threads own disjoint column blocks; each walks the tokens in order.
   const int64_t block = 64;
@@ -69,8 +73,8 @@ void embedding_backward(const T* dout, const I* idx, int64_t n, int64_t v, int64
 }
 
 template <typename T>
-void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, T* y,
-                      acc_t<T>* rstd) {
+GDN_CPU_CLONES void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, T* y,
+                                     acc_t<T>* rstd) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -88,8 +92,8 @@ void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, 
 }
 
 template <typename T>
-void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy, int64_t n,
-                       int64_t d, T* dx, T* dw, const T* dx_add) {
+GDN_CPU_CLONES void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy,
+                                      int64_t n, int64_t d, T* dx, T* dw, const T* dx_add) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -112,20 +116,15 @@ void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy
     }
   }
   if (!dw) return;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t j = 0; j < d; ++j) {
-      A acc = 0;
-      for (int64_t i = 0; i < n; ++i) acc += to_acc(dy[i * d + j]) * to_acc(x[i * d + j]) * rstd[i];
-      dw[j] = from_acc<T>(acc);
-    }
-  }
+  column_sums<A>(
+      n, d, n * d >= kPar,
+      [&](int64_t i, int64_t j) { return to_acc(dy[i * d + j]) * to_acc(x[i * d + j]) * rstd[i]; },
+      [&](int64_t j, A sum) { dw[j] = from_acc<T>(sum); });
 }
 
 template <typename T>
-void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y, acc_t<T>* rn) {
+GDN_CPU_CLONES void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y,
+                                    acc_t<T>* rn) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -141,7 +140,8 @@ void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y, acc_t<T
 }
 
 template <typename T>
-void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, int64_t d, T* dx) {
+GDN_CPU_CLONES void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n,
+                                     int64_t d, T* dx) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= kPar)
   {
@@ -158,77 +158,23 @@ void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n, in
   }
 }
 
-namespace {
-// The first position a tap of output s may read: its sequence's start (0 unpacked).
-inline int64_t first_tap(const int64_t* seq_start, int64_t s) {
-  return seq_start ? seq_start[s] : 0;
-}
-}  // namespace
-
 template <typename T>
 void causal_conv1d_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
                            const int64_t* seq_start) {
   using A = acc_t<T>;
-#pragma omp parallel if (b * t * c >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t s = 0; s < t; ++s) {
-        T* yr = y + (bi * t + s) * c;
-        const int64_t lo = first_tap(seq_start, s);
-        for (int64_t ch = 0; ch < c; ++ch) {
-          A acc = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t src = s - k + 1 + j;
-            if (src >= lo) acc += to_acc(w[ch * k + j]) * to_acc(x[(bi * t + src) * c + ch]);
-          }
-          yr[ch] = from_acc<T>(acc);
-        }
-      }
-  }
+  conv::for_each_row(x, w, b, t, c, k, seq_start, b * t * c >= kPar,
+                     [&](int64_t bi, int64_t s, const A* acc) {
+                       T* yr = y + (bi * t + s) * c;
+                       for (int64_t ch = 0; ch < c; ++ch) yr[ch] = from_acc<T>(acc[ch]);
+                     });
 }
 
 template <typename T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
                             int64_t k, T* dx, T* dw, const int64_t* seq_start) {
-  using A = acc_t<T>;
-  if (dx) {
-#pragma omp parallel if (b * t * c >= kPar)
-    {
-      GDN_TRACE_WORKER(__func__);
-#pragma omp for collapse(2) schedule(static)
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t s = 0; s < t; ++s)
-          for (int64_t ch = 0; ch < c; ++ch) {
-            A acc = 0;
-            for (int64_t j = 0; j < k; ++j) {
-              const int64_t dst = s + k - 1 - j;
-              if (dst < t && first_tap(seq_start, dst) <= s)
-                acc += to_acc(w[ch * k + j]) * to_acc(dy[(bi * t + dst) * c + ch]);
-            }
-            dx[(bi * t + s) * c + ch] = from_acc<T>(acc);
-          }
-    }
-  }
-  if (dw) {
-    // Threads own channels; each sums over (batch, time) in order.
-#pragma omp parallel if (b * t * c >= kPar)
-    {
-      GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t j = 0; j < k; ++j) {
-          A acc = 0;
-          for (int64_t bi = 0; bi < b; ++bi)
-            for (int64_t s = std::max<int64_t>(0, k - 1 - j); s < t; ++s)
-              if (s - k + 1 + j >= first_tap(seq_start, s))
-                acc += to_acc(dy[(bi * t + s) * c + ch]) *
-                       to_acc(x[(bi * t + s - k + 1 + j) * c + ch]);
-          dw[ch * k + j] = from_acc<T>(acc);
-        }
-    }
-  }
+  const bool parallel = b * t * c >= kPar;
+  if (dx) conv::backward_dx(w, dy, b, t, c, k, dx, seq_start, parallel);
+  if (dw) conv::backward_dw(x, dy, b, t, c, k, dw, seq_start, parallel);
 }
 
 #define INST_EMB(T, I)                                                                     \

@@ -1,6 +1,7 @@
 // CPU reductions, softmax and cross-entropy. Sums run in a fixed order per output (no
 // cross-thread reductions), so results are deterministic.
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <cmath>
@@ -10,8 +11,8 @@
 namespace gdn::cpu {
 
 template <typename T>
-void reduce(Reduce op, const T* x, int64_t outer, int64_t r, int64_t inner, T* out,
-            int64_t* argmax) {
+GDN_CPU_CLONES void reduce(Reduce op, const T* x, int64_t outer, int64_t r, int64_t inner, T* out,
+                           int64_t* argmax) {
   using A = acc_t<T>;
 #pragma omp parallel if (outer * r * inner >= (1 << 15))
   {
@@ -44,8 +45,8 @@ void reduce(Reduce op, const T* x, int64_t outer, int64_t r, int64_t inner, T* o
 }
 
 template <typename T>
-void reduce_max_backward(const T* dy, const int64_t* argmax, int64_t outer, int64_t r,
-                         int64_t inner, T* dx) {
+GDN_CPU_CLONES void reduce_max_backward(const T* dy, const int64_t* argmax, int64_t outer,
+                                        int64_t r, int64_t inner, T* dx) {
 #pragma omp parallel if (outer * r * inner >= (1 << 15))
   {
     GDN_TRACE_WORKER(__func__);
@@ -60,7 +61,7 @@ void reduce_max_backward(const T* dy, const int64_t* argmax, int64_t outer, int6
 }
 
 template <typename T>
-void softmax_rows(const T* x, T* y, int64_t n, int64_t d, bool log) {
+GDN_CPU_CLONES void softmax_rows(const T* x, T* y, int64_t n, int64_t d, bool log) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= (1 << 14))
   {
@@ -85,7 +86,8 @@ void softmax_rows(const T* x, T* y, int64_t n, int64_t d, bool log) {
 }
 
 template <typename T>
-void softmax_rows_backward(const T* y, const T* dy, T* dx, int64_t n, int64_t d, bool log) {
+GDN_CPU_CLONES void softmax_rows_backward(const T* y, const T* dy, T* dx, int64_t n, int64_t d,
+                                          bool log) {
   using A = acc_t<T>;
 #pragma omp parallel if (n * d >= (1 << 14))
   {
@@ -111,9 +113,9 @@ void softmax_rows_backward(const T* y, const T* dy, T* dx, int64_t n, int64_t d,
 }
 
 template <typename T, typename I>
-void cross_entropy_forward(const T* logits, const I* targets, int64_t n, int64_t v,
-                           int64_t ignore_index, acc_t<T>* lse, acc_t<T>* stats,
-                           int64_t* bad_target) {
+GDN_CPU_CLONES void cross_entropy_forward(const T* logits, const I* targets, int64_t n, int64_t v,
+                                          int64_t ignore_index, acc_t<T>* lse, acc_t<T>* stats,
+                                          int64_t* bad_target) {
   using A = acc_t<T>;
   std::vector<A> row_loss(size_t(n), A(0));
   int64_t bad = -1;
@@ -151,9 +153,9 @@ void cross_entropy_forward(const T* logits, const I* targets, int64_t n, int64_t
 }
 
 template <typename T, typename I>
-void cross_entropy_backward(const T* logits, const I* targets, const acc_t<T>* lse,
-                            const acc_t<T>* stats, const acc_t<T>* dloss, int64_t n, int64_t v,
-                            int64_t ignore_index, T* dlogits) {
+GDN_CPU_CLONES void cross_entropy_backward(const T* logits, const I* targets, const acc_t<T>* lse,
+                                           const acc_t<T>* stats, const acc_t<T>* dloss, int64_t n,
+                                           int64_t v, int64_t ignore_index, T* dlogits) {
   using A = acc_t<T>;
   const A scale = stats[1] > A(0) ? dloss[0] / stats[1] : A(0);
 #pragma omp parallel if (n * v >= (1 << 14))

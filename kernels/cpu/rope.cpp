@@ -1,6 +1,7 @@
 // Rotary position embedding (kernels/cpu/rope.h): one (token, head) row per iteration; the
 // angles of a token are computed once per token from the inverse frequencies.
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 #include <cmath>
@@ -44,7 +45,7 @@ void validate(const Problem& p) {
 }
 
 template <typename T>
-void apply_cpu(const Problem& p, const T* x, T* y, bool inverse) {
+GDN_CPU_CLONES void apply_cpu(const Problem& p, const T* x, T* y, bool inverse) {
   using A = acc_t<T>;
   validate(p);
   const int64_t half = p.D / 2, rows = p.B * p.T;

@@ -1,5 +1,6 @@
 // CPU fused SGD update: OpenMP over independent elements (static schedule).
 #include "kernels/cpu/sgd.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
 namespace gdn::cpu {
@@ -9,8 +10,8 @@ constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than
 }  // namespace
 
 template <typename T>
-void sgd_step(T* param, const T* grad, acc_t<T>* momentum_buf, int64_t n,
-              const kern::SgdStep& step) {
+GDN_CPU_CLONES void sgd_step(T* param, const T* grad, acc_t<T>* momentum_buf, int64_t n,
+                             const kern::SgdStep& step) {
   using A = acc_t<T>;
   const A lr = A(step.lr), momentum = A(step.momentum);
   const A one_minus_dampening = A(1.0 - step.dampening), wd = A(step.weight_decay);

@@ -458,6 +458,7 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
   Tensor y = empty(x.shape(), x.dtype(), dev);
   dispatch_dtype<FloatingTypes>(x.dtype(), "causal_conv1d_silu", [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
+    trace::Span span("kernel", "causal_conv1d_silu");
     if (dev.is_cpu())
       cpu::causal_conv1d_silu_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
                                       y.data<scalar_t>(), seq_start_ptr(starts));
@@ -477,6 +478,7 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
           dispatch_dtype<FloatingTypes>(gc.dtype(), "causal_conv1d_silu backward", [&](auto tag) {
             using scalar_t = typename decltype(tag)::type;
             if (!dev.is_cpu()) return;
+            trace::Span span("kernel", "causal_conv1d_silu backward");
             const scalar_t *xp = s[0].data<scalar_t>(), *wp = s[1].data<scalar_t>();
             cpu::causal_conv1d_silu_grad(xp, wp, gc.data<scalar_t>(), b, t, c, k,
                                          dp.data<scalar_t>(), st);

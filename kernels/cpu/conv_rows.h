@@ -1,0 +1,130 @@
+// The causal depthwise conv1d's loops, shared by the plain conv (nn.cpp) and the conv + SiLU
+// (fused.cpp): row by row with channels innermost, so every loop runs over contiguous memory and
+// vectorises. The taps come transposed ([k, c]: each tap a contiguous row of channel weights).
+//   forward:   y[s, ch]  = sum_{j < k} w[ch, j] x[s - k + 1 + j, ch]      (taps before the
+//                                                                          sequence start skipped)
+//   dx:        dx[s, ch] = sum_{j < k} w[ch, j] dy[s + k - 1 - j, ch]     (over the outputs it fed)
+//   dw:        dw[ch, j] = sum_{b, s} dy[s, ch] x[s - k + 1 + j, ch]
+// Each sum runs in the order of the scalar loops it replaced (taps ascending; (b, s) ascending for
+// dw), so results are the same bits, and the same for any thread count.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/numeric.h"
+#include "kernels/trace_events.h"
+
+namespace gdn::cpu::conv {
+
+// The first position a tap of output s may read: its sequence's start (0 unpacked).
+inline int64_t first_tap(const int64_t* seq_start, int64_t s) {
+  return seq_start ? seq_start[s] : 0;
+}
+
+// wt[j * c + ch] = w[ch * k + j], in the accumulator type.
+template <typename T>
+std::vector<acc_t<T>> transposed_taps(const T* w, int64_t c, int64_t k) {
+  std::vector<acc_t<T>> wt(size_t(c * k));
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t j = 0; j < k; ++j) wt[size_t(j * c + ch)] = to_acc(w[ch * k + j]);
+  return wt;
+}
+
+// acc[0, c) = the conv at (bi, s) (output s of batch row bi; its sequence starts at lo).
+template <typename T, typename A>
+inline void forward_row(const T* x, const A* wt, int64_t t, int64_t c, int64_t k, int64_t bi,
+                        int64_t s, int64_t lo, A* acc) {
+  for (int64_t ch = 0; ch < c; ++ch) acc[ch] = A(0);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t src = s - k + 1 + j;
+    if (src < lo) continue;
+    const T* xr = x + (bi * t + src) * c;
+    const A* wr = wt + j * c;
+    for (int64_t ch = 0; ch < c; ++ch) acc[ch] += wr[ch] * to_acc(xr[ch]);
+  }
+}
+
+// row_fn(bi, s, acc) for every output row, acc holding its conv (rows split over threads).
+template <typename T, typename RowFn>
+GDN_CPU_CLONES void for_each_row(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
+                                 const int64_t* seq_start, bool parallel, const RowFn& row_fn) {
+  using A = acc_t<T>;
+  const std::vector<A> wt = transposed_taps(w, c, k);
+#pragma omp parallel if (parallel)
+  {
+    GDN_TRACE_WORKER("conv rows");
+    std::vector<A> acc(static_cast<size_t>(c));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t s = 0; s < t; ++s) {
+        forward_row(x, wt.data(), t, c, k, bi, s, first_tap(seq_start, s), acc.data());
+        row_fn(bi, s, acc.data());
+      }
+  }
+}
+
+// dx of the conv from dy (rows split over threads).
+template <typename T>
+GDN_CPU_CLONES void backward_dx(const T* w, const T* dy, int64_t b, int64_t t, int64_t c, int64_t k,
+                                T* dx, const int64_t* seq_start, bool parallel) {
+  using A = acc_t<T>;
+  const std::vector<A> wt = transposed_taps(w, c, k);
+#pragma omp parallel if (parallel)
+  {
+    GDN_TRACE_WORKER("conv dx");
+    std::vector<A> acc(static_cast<size_t>(c));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t s = 0; s < t; ++s) {
+        for (int64_t ch = 0; ch < c; ++ch) acc[size_t(ch)] = A(0);
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t dst = s + k - 1 - j;
+          if (dst >= t || first_tap(seq_start, dst) > s) continue;
+          const T* gr = dy + (bi * t + dst) * c;
+          const A* wr = wt.data() + j * c;
+          for (int64_t ch = 0; ch < c; ++ch) acc[size_t(ch)] += wr[ch] * to_acc(gr[ch]);
+        }
+        T* out = dx + (bi * t + s) * c;
+        for (int64_t ch = 0; ch < c; ++ch) out[ch] = from_acc<T>(acc[size_t(ch)]);
+      }
+  }
+}
+
+// dw of the conv: threads own blocks of 16 channels (a cache line of fp32), and each sums over
+// (batch, time) in order, a tap at a time, over the block's contiguous channels.
+template <typename T>
+GDN_CPU_CLONES void backward_dw(const T* x, const T* dy, int64_t b, int64_t t, int64_t c, int64_t k,
+                                T* dw, const int64_t* seq_start, bool parallel) {
+  using A = acc_t<T>;
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (c + kBlock - 1) / kBlock;
+#pragma omp parallel if (parallel)
+  {
+    GDN_TRACE_WORKER("conv dw");
+    std::vector<A> acc(static_cast<size_t>(k * kBlock));
+#pragma omp for schedule(static)
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const int64_t c0 = cb * kBlock, n = std::min(kBlock, c - c0);
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t s = 0; s < t; ++s) {
+          const T* gr = dy + (bi * t + s) * c + c0;
+          const int64_t lo = first_tap(seq_start, s);
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t src = s - k + 1 + j;
+            if (src < 0 || src < lo) continue;
+            const T* xr = x + (bi * t + src) * c + c0;
+            A* a = acc.data() + j * kBlock;
+            for (int64_t i = 0; i < n; ++i) a[i] += to_acc(gr[i]) * to_acc(xr[i]);
+          }
+        }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          dw[(c0 + i) * k + j] = from_acc<T>(acc[size_t(j * kBlock + i)]);
+    }
+  }
+}
+
+}  // namespace gdn::cpu::conv
