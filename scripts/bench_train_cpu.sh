@@ -57,7 +57,7 @@ for name in shapes:
     rows.append({"shape": name, "gdn": g, "torch_eager": e, "torch_compile": c,
                  "vs_eager": gt / et, "vs_compile": gt / ct})
 peer = {k: rows[0]["torch_compile"].get(k) for k in ("torch", "blas", "mkl", "mkldnn", "cpu_capability", "threads")}
-json.dump({"peer": peer, "cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].strip(": "),
+json.dump({"peer": peer, "cpu": open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].split(":", 1)[1].strip(),
            "rows": rows}, open(f"{out}/summary.json", "w"), indent=1)
 print(f"peer: torch {peer['torch']} ({peer['blas']}, {peer['cpu_capability']}, {peer['threads']} threads)")
 PY

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "layers/linear.h"
 #include "src/autograd/node.h"
@@ -24,20 +25,13 @@ void sync(Device d) {
 #endif
 }
 
-// Seconds of the best of `repeats` calls of fn (after one untimed call).
+// Seconds of one call of fn, the device synchronised.
 template <class F>
-double best_seconds(Device d, int repeats, const F& fn) {
+double seconds(Device d, const F& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
   fn();
   sync(d);
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    sync(d);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -54,21 +48,35 @@ GemmBound measure_gemm_bound(const nn::CausalLM& model, int64_t rows, int64_t mi
     ++shapes[{w.size(0), w.size(1)}];
   }
   autograd::NoGradGuard no_grad;
+  struct Operands {
+    int64_t out, in, count;
+    Tensor x, dy, w;
+    double best = 1e30;
+  };
+  std::vector<Operands> all;
+  for (const auto& [shape, count] : shapes)
+    all.push_back({shape.first, shape.second, count,
+                   ops::randn({rows, shape.second}, dtype, device),
+                   ops::randn({rows, shape.first}, dtype, device),
+                   ops::randn({shape.first, shape.second}, dtype, device)});
+  // Rounds over every shape, the best of each: a moment of load elsewhere slows one round of one
+  // shape, not the bound. The first round warms up and is not counted.
+  constexpr int kRounds = 6;
+  for (int r = 0; r < kRounds; ++r)
+    for (Operands& o : all) {
+      const double s = seconds(device, [&] {
+        ops::linear(o.x, o.w);                         // y = x W^T
+        ops::matmul(o.dy, o.w);                        // dx = dy W
+        ops::matmul(ops::transpose(o.dy, 0, 1), o.x);  // dW = dy^T x
+      });
+      if (r > 0) o.best = std::min(o.best, s);
+    }
   GemmBound b;
-  for (const auto& [shape, count] : shapes) {
-    const auto [out, in] = shape;
-    const Tensor x = ops::randn({rows, in}, dtype, device);
-    const Tensor dy = ops::randn({rows, out}, dtype, device);
-    const Tensor w = ops::randn({out, in}, dtype, device);
-    const double s = best_seconds(device, 3, [&] {
-      ops::linear(x, w);                         // y = x W^T
-      ops::matmul(dy, w);                        // dx = dy W
-      ops::matmul(ops::transpose(dy, 0, 1), x);  // dW = dy^T x
-    });
-    const double n = double(count * micro_batches);
-    b.ms += 1e3 * s * n;
-    b.gflop += 3 * 2e-9 * double(rows) * double(out) * double(in) * n;
-    b.gemms += 3 * count * micro_batches;
+  for (const Operands& o : all) {
+    const double n = double(o.count * micro_batches);
+    b.ms += 1e3 * o.best * n;
+    b.gflop += 3 * 2e-9 * double(rows) * double(o.out) * double(o.in) * n;
+    b.gemms += 3 * o.count * micro_batches;
   }
   return b;
 }

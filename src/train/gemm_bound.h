@@ -2,10 +2,10 @@
 // forward y = x W^T, the backward dx = dy W and dW = dy^T x, on `rows` = batch x seq tokens per
 // micro-batch), the LM head's included (the embedding's when tied), each distinct shape timed
 // alone through the ops the step runs (ops::linear, ops::matmul) on the run's device, in this
-// run, the best of three calls. gdn train logs it as gemm_bound_ms, and of_gemm_bound =
-// gemm_bound_ms / the step's time: the share of the step its GEMMs would take at the rate they
-// run at here. The rest of the step is everything else (the token mixer's kernel, conv, norms,
-// element-wise work, allocation, threading); 1 is the limit.
+// run, the best of five rounds over every shape (after one of warm-up). gdn train logs it as
+// gemm_bound_ms, and of_gemm_bound = gemm_bound_ms / the step's time: the share of the step its
+// GEMMs would take at the rate they run at here. The rest of the step is everything else (the token
+// mixer's kernel, conv, norms, element-wise work, allocation, threading); 1 is the limit.
 #pragma once
 #include <cstdint>
 
