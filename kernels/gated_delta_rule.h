@@ -62,6 +62,9 @@ struct Problem {
   Residual residual = Residual::minimal;
   bool has_h0 = false;   // an initial state is given
   bool want_ht = false;  // the final state is written
+  // CUDA fused kernels only: the V tile and the kernels' chunk (0: the plan's choice; 16, 32 or
+  // 64 force one: model.fused_vt, model.fused_sub; the kernel lab's variants).
+  int64_t fused_vt = 0, fused_sub = 0;
   // Packed sequences (fla's cu_seqlens, N + 1 offsets, 0 = cu[0] < cu[1] < ... < cu[N] = T,
   // B = 1); empty: B sequences of T tokens each. Host memory: the CUDA entry points copy what
   // their kernels need into the workspace.

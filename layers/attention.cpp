@@ -48,7 +48,8 @@ Attention::Attention(const ModelConfig& cfg, const AttentionConfig& a, const Ini
       num_kv_heads_(a.kv_heads()),
       head_dim_(a.num_heads > 0 ? a.head_dim(cfg.hidden_size) : 0),
       window_(a.window_size),
-      rope_theta_(a.rope_theta) {
+      rope_theta_(a.rope_theta),
+      impl_(cfg.attention_impl) {
   GDN_CHECK(num_heads_ > 0 && hidden_size_ % num_heads_ == 0, "attention: hidden_size ",
             hidden_size_, " must be a multiple of attn.num_heads ", num_heads_);
   GDN_CHECK(num_heads_ % num_kv_heads_ == 0, "attention: attn.num_heads ", num_heads_,
@@ -84,6 +85,7 @@ Tensor Attention::forward(const Tensor& x, const CuSeqlens& cu_seqlens) const {
   project(x, 0, cu_seqlens, q, k, v);
   ops::AttentionOptions opt;
   opt.window = window_;
+  opt.impl = impl_;
   opt.cu_seqlens = cu_seqlens;
   return output(ops::attention(q, k, v, opt));
 }
@@ -101,6 +103,7 @@ Tensor Attention::forward_with_state(const Tensor& x, LayerState& state) const {
     // Nothing cached: the first chunk (or window 1) is plain causal attention over itself.
     ops::AttentionOptions opt;
     opt.window = window_;
+    opt.impl = impl_;
     o = ops::attention(q, k, v, opt);
   } else {
     GDN_CHECK(s->k.size(0) == x.size(0), "Attention '", name(), "': the KV cache has batch ",

@@ -38,6 +38,7 @@ class Attention : public TokenMixer {
 
   int64_t hidden_size_, num_heads_, num_kv_heads_, head_dim_, window_;
   double rope_theta_;
+  attn::Impl impl_;  // model.attention_impl: the CUDA kernel
 };
 
 // The registry's entry points (layers/token_mixer.cpp); layer `layer` must be in an attn entry.

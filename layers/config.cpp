@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "layers/token_mixer.h"
@@ -64,6 +65,10 @@ void ModelConfig::validate() const {
   GDN_CHECK(norm_eps > 0, "model.norm_eps must be positive, got ", norm_eps);
   GDN_CHECK(chunk_size == 16 || chunk_size == 32 || chunk_size == 64,
             "model.chunk_size must be 16, 32 or 64, got ", chunk_size);
+  for (const auto& [key, v] :
+       {std::pair<const char*, int64_t>{"fused_vt", fused_vt}, {"fused_sub", fused_sub}})
+    GDN_CHECK(v == 0 || v == 16 || v == 32 || v == 64, "model.", key,
+              " must be 0 (the plan's choice), 16, 32 or 64, got ", v);
   GDN_CHECK(attn_mode == "chunk" || attn_mode == "fused_recurrent", "model.attn_mode: '", attn_mode,
             "' (fla knows chunk and fused_recurrent)");
   GDN_CHECK(EnumTable<gdr::Impl>(kModelKernels).parse(gdr::impl_name(kernel)), "model.kernel: '",
@@ -122,7 +127,11 @@ nlohmann::json ModelConfig::to_hf_json() const {
       {"gdn",
        {{"kernel", gdr::impl_name(kernel)},
         {"chunk_size", chunk_size},
-        {"residual", gdr::residual_name(residual)}}},
+        {"residual", gdr::residual_name(residual)},
+        {"attention_impl", enum_name(attention_impl)},
+        {"conv1d_impl", enum_name(conv1d_impl)},
+        {"fused_vt", fused_vt},
+        {"fused_sub", fused_sub}}},
   };
   return j;
 }
@@ -266,6 +275,15 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
       g["chunk_size"].get_to(c.chunk_size);
     }
     get_enum("residual", enum_table(gdr::Residual{}), c.residual);
+    get_enum("attention_impl", enum_table(attn::Impl{}), c.attention_impl);
+    get_enum("conv1d_impl", enum_table(cuda::Conv1dImpl{}), c.conv1d_impl);
+    for (const auto& [key, field] :
+         {std::pair<const char*, int64_t*>{"fused_vt", &c.fused_vt}, {"fused_sub", &c.fused_sub}})
+      if (g.contains(key)) {
+        GDN_CHECK(g[key].is_number_integer(), "config.json: gdn.", key, " must be an integer, got ",
+                  g[key].dump());
+        g[key].get_to(*field);
+      }
   }
   c.validate();
   return c;
@@ -302,6 +320,64 @@ std::vector<std::string> model_differences(const ModelConfig& a, const ModelConf
   differ("tie_word_embeddings", flag(a.tie_word_embeddings), flag(b.tie_word_embeddings));
   differ("attn", attention_layout(a), attention_layout(b));
   return out;
+}
+
+}  // namespace gdn::nn
+
+namespace gdn::nn {
+
+namespace {
+
+// One variable: its parsed value, or nullopt when unset or empty; a bad value throws naming it.
+template <typename E>
+std::optional<E> env_enum(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  const auto parsed = enum_table(E{}).parse(v);
+  GDN_CHECK(parsed, name, "='", v, "' is not one of ", enum_table(E{}).choices());
+  return parsed;
+}
+
+std::optional<int64_t> env_tile(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  const std::string s = v;
+  GDN_CHECK(s == "0" || s == "16" || s == "32" || s == "64", name, "='", s,
+            "' is not one of 0, 16, 32 or 64");
+  return std::stoll(s);
+}
+
+BackendOverrides read_backend_overrides() {
+  BackendOverrides o;
+  o.attention = env_enum<attn::Impl>("GDN_ATTENTION");
+  o.conv1d = env_enum<cuda::Conv1dImpl>("GDN_CONV1D");
+  o.fused_vt = env_tile("GDN_FUSED_VT");
+  o.fused_sub = env_tile("GDN_FUSED_SUB");
+  std::string said;
+  if (o.attention) said += std::string(" GDN_ATTENTION=") + enum_name(*o.attention);
+  if (o.conv1d) said += std::string(" GDN_CONV1D=") + enum_name(*o.conv1d);
+  if (o.fused_vt) said += " GDN_FUSED_VT=" + std::to_string(*o.fused_vt);
+  if (o.fused_sub) said += " GDN_FUSED_SUB=" + std::to_string(*o.fused_sub);
+  if (!said.empty())
+    std::fprintf(stderr, "gdn: backends from the environment (over the model keys):%s\n",
+                 said.c_str());
+  return o;
+}
+
+}  // namespace
+
+const BackendOverrides& backend_overrides() {
+  static const BackendOverrides o = read_backend_overrides();  // once, thread-safe
+  return o;
+}
+
+ModelConfig with_backend_overrides(ModelConfig c) {
+  const BackendOverrides& o = backend_overrides();
+  if (o.attention) c.attention_impl = *o.attention;
+  if (o.conv1d) c.conv1d_impl = *o.conv1d;
+  if (o.fused_vt) c.fused_vt = *o.fused_vt;
+  if (o.fused_sub) c.fused_sub = *o.fused_sub;
+  return c;
 }
 
 }  // namespace gdn::nn

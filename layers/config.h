@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/conv_cudnn.h"
 #include "kernels/gated_delta_rule.h"
 
 namespace gdn::nn {
@@ -89,6 +93,12 @@ struct ModelConfig {
   gdr::Impl kernel = gdr::Impl::chunked;  // recurrent | chunked | fused (kModelKernels)
   int64_t chunk_size = 64;                // 16 | 32 | 64
   gdr::Residual residual = gdr::Residual::minimal;
+  // gdn: the backends on CUDA, resolved once (backend_overrides below may replace each): the
+  // attention kernel (auto: cuDNN's fused attention where it supports the problem, else our flash
+  // kernel), the short conv's path, the fused kernels' V tile and chunk (0: the plan's choice).
+  attn::Impl attention_impl = attn::Impl::automatic;    // auto | cudnn | flash
+  cuda::Conv1dImpl conv1d_impl = cuda::kConv1dDefault;  // direct | cudnn
+  int64_t fused_vt = 0, fused_sub = 0;                  // 0 | 16 | 32 | 64
 
   int64_t v_heads() const { return num_v_heads > 0 ? num_v_heads : num_heads; }
   int64_t key_dim() const { return num_heads * head_dim; }
@@ -158,5 +168,20 @@ nlohmann::json attention_json(const ModelConfig& c);
 // compared as which layer gets which attention settings (defaults resolved, entry order and
 // grouping aside).
 std::vector<std::string> model_differences(const ModelConfig& a, const ModelConfig& b);
+
+// ---- the backends' environment overrides, read once per process -----------------------------
+
+// GDN_ATTENTION (auto|cudnn|flash), GDN_CONV1D (direct|cudnn), GDN_FUSED_VT and GDN_FUSED_SUB
+// (0|16|32|64): each set one replaces the model key of the same role in every model built
+// (with_backend_overrides). Read on the first call, once per process, and said once on stderr; a
+// bad value is an error naming the variable and its values.
+struct BackendOverrides {
+  std::optional<attn::Impl> attention;
+  std::optional<cuda::Conv1dImpl> conv1d;
+  std::optional<int64_t> fused_vt, fused_sub;
+};
+const BackendOverrides& backend_overrides();
+// c with the environment's overrides applied (CausalLM builds its layers from this).
+ModelConfig with_backend_overrides(ModelConfig c);
 
 }  // namespace gdn::nn

@@ -17,6 +17,8 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
   kernel_.impl = cfg.kernel;
   kernel_.residual = cfg.residual;
   kernel_.chunk_size = int(cfg.chunk_size);
+  kernel_.fused_vt = cfg.fused_vt;
+  kernel_.fused_sub = cfg.fused_sub;
   const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), hv = cfg.v_heads();
   q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
   k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
@@ -48,9 +50,12 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
   register_parameter("dt_bias", &dt_bias);
 
   if (cfg.use_short_conv) {
-    q_conv1d = register_module("q_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx));
-    k_conv1d = register_module("k_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx));
-    v_conv1d = register_module("v_conv1d", std::make_shared<ShortConv>(vd, cfg.conv_size, ctx));
+    q_conv1d = register_module(
+        "q_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+    k_conv1d = register_module(
+        "k_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+    v_conv1d = register_module(
+        "v_conv1d", std::make_shared<ShortConv>(vd, cfg.conv_size, ctx, cfg.conv1d_impl));
   }
   if (cfg.use_gate) {
     g_proj = register_module("g_proj", std::make_shared<Linear>(d, vd, false, ctx));

@@ -56,7 +56,8 @@ Backbone::Backbone(const ModelConfig& cfg, const InitContext& ctx) {
   norm = register_module("norm", std::make_shared<RMSNorm>(cfg.hidden_size, cfg.norm_eps, ctx));
 }
 
-CausalLM::CausalLM(const ModelConfig& c, const InitContext& ctx_in) : cfg(c) {
+CausalLM::CausalLM(const ModelConfig& c, const InitContext& ctx_in)
+    : cfg(with_backend_overrides(c)) {
   cfg.validate();
   InitContext ctx = ctx_in;
   ctx.std = cfg.initializer_range;

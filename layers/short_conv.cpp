@@ -5,7 +5,8 @@
 
 namespace gdn::nn {
 
-ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
+ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx, cuda::Conv1dImpl impl)
+    : impl(impl) {
   weight = new_parameter({channels, 1, width}, ctx);
   ops::normal_(weight, 0.0, ctx.std, ctx.gen);
   register_parameter("weight", &weight);
@@ -13,7 +14,7 @@ ShortConv::ShortConv(int64_t channels, int64_t width, const InitContext& ctx) {
 
 Tensor ShortConv::forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens) const {
   ModuleScope scope(*this);
-  return ops::causal_conv1d_silu(x, ops::cast(weight, x.dtype()), cu_seqlens);  // conv + SiLU fused
+  return ops::causal_conv1d_silu(x, ops::cast(weight, x.dtype()), cu_seqlens, impl);  // fused
 }
 
 }  // namespace gdn::nn

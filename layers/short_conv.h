@@ -9,10 +9,13 @@ namespace gdn::nn {
 
 class ShortConv : public Module {
  public:
-  ShortConv(int64_t channels, int64_t width, const InitContext& ctx);
+  // `impl`: the CUDA path of the conv (model.conv1d_impl).
+  ShortConv(int64_t channels, int64_t width, const InitContext& ctx,
+            cuda::Conv1dImpl impl = cuda::kConv1dDefault);
   // x [B, T, C]; with cu_seqlens (packed sequences, B = 1) the conv restarts at each boundary.
   Tensor forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens = {}) const;
   Tensor weight;
+  cuda::Conv1dImpl impl;
 };
 
 }  // namespace gdn::nn

@@ -1,11 +1,11 @@
 // The pure logic of the cuDNN attention path (kernels/cuda/attention_cudnn.h), on the CPU: the
-// impl names and GDN_ATTENTION's parsing, which problems cuDNN is asked to run (16-bit, sm_80+,
-// unpacked, D a multiple of 8 up to 128 / 256 on sm_90), which cuDNN library can run them (cuDNN 9
-// opened at run time; a window needs 9.6: the message names the version found and the one
-// needed), the choice between cuDNN and the flash
-// kernel (cudnn where it cannot run is an error, auto falls back), the graph-cache key (equal for
-// equal graphs, distinct for every field a graph is built from, a window >= T as full causal),
-// and that cuDNN's diagonal band (key s kept when s <= t and s + w > t) is our window.
+// impl names and their parsing (model.attention_impl, GDN_ATTENTION), which problems cuDNN is asked
+// to run (16-bit, sm_80+, unpacked, D a multiple of 8 up to 128 / 256 on sm_90), which cuDNN
+// library can run them (cuDNN 9 opened at run time; a window needs 9.6: the message names the
+// version found and the one needed), the choice between cuDNN and the flash kernel (cudnn where it
+// cannot run is an error, auto falls back), the graph-cache key (equal for equal graphs, distinct
+// for every field a graph is built from, a window >= T as full causal), and that cuDNN's diagonal
+// band (key s kept when s <= t and s + w > t) is our window.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,10 +34,6 @@ TEST(AttentionCudnnChoice, ParsesImplNames) {
   EXPECT_EQ(parse_impl("flash"), Impl::flash);
   EXPECT_THROW(parse_impl("cuDNN"), std::invalid_argument);
   for (Impl i : {Impl::automatic, Impl::cudnn, Impl::flash}) EXPECT_EQ(parse_impl(impl_name(i)), i);
-  // The op's own choice wins over the environment's; auto defers to it.
-  EXPECT_EQ(requested_impl(Impl::flash, "cudnn"), Impl::flash);
-  EXPECT_EQ(requested_impl(Impl::automatic, "flash"), Impl::flash);
-  EXPECT_EQ(requested_impl(Impl::automatic, nullptr), Impl::automatic);
 }
 
 TEST(AttentionCudnnChoice, SupportsSixteenBitUnpackedHeadDimsOnSm80Up) {

@@ -174,14 +174,14 @@ TEST(CudaGdr, OpThroughAutogradMatchesCpu) {
 }
 
 // The GPU runs the block code the CPU emulator runs: the two agree to rounding (the order of the
-// tensor cores' sums, expf vs std::exp), at every V tile width (GDN_FUSED_VT).
+// tensor cores' sums, expf vs std::exp), at every V tile width (Problem::fused_vt).
 TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
   const Case c{"fused_emulation", 2, 90, 1, 2, 32, 64, true, true, Gates::realistic};
-  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
+  Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
   const Data d = make_data(p, c.gates, 17);
   for (int64_t vt : {16, 32, 64}) {
     const std::string vt_s = std::to_string(vt);
-    setenv("GDN_FUSED_VT", vt_s.c_str(), 1);
+    p.fused_vt = vt;
     ASSERT_EQ(cuda_fused_fallback(p, false, 4), "") << "vt " << vt;
     ASSERT_EQ(cuda_fused_fallback(p, true, 4), "") << "vt " << vt;
     expect_close(run_cuda<float>(p, round_to<float>(d)), run_fused_emulated<float>(p, vt, d), 1e-5,
@@ -191,7 +191,6 @@ TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
     expect_close(run_cuda<double>(p, d), run_fused_emulated<double>(p, vt, d), 1e-12, false,
                  "f64 vt " + vt_s);
   }
-  unsetenv("GDN_FUSED_VT");
 }
 
 // More blocks than the GPU holds at once (1536 at vt = 16: 48 x 8 value heads x 4 tiles, GVA
@@ -200,28 +199,27 @@ TEST(CudaGdrFused, MatchesItsCpuEmulationAtEveryTileWidth) {
 // same bits twice.
 TEST(CudaGdrFused, RunningSumsAcrossWavesOfBlocks) {
   const Case c{"waves", 48, 70, 4, 8, 32, 64, true, true, Gates::realistic};
-  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
+  Problem p = problem_for(c, Impl::fused, Residual::minimal, 32);
   const Data d = round_to<float>(make_data(p, c.gates, 29));
-  setenv("GDN_FUSED_VT", "16", 1);
+  p.fused_vt = 16;
   ASSERT_EQ(cuda_fused_fallback(p, true, 4), "");
   const Result first = run_cuda<float>(p, d), second = run_cuda<float>(p, d);
-  unsetenv("GDN_FUSED_VT");
   expect_close(first, reference(problem_for(c, Impl::recurrent, Residual::minimal, 32), d), 1e-4,
                false, "fused f32");
   expect_close(second, first, 0, false, "fused twice");
 }
 
 // A chunk the kernels step through in sub-chunks (what a part with too little shared memory for
-// C = 64 picks by itself; forced here by GDN_FUSED_SUB): the backward recomputes the states
+// C = 64 picks by itself; forced here by Problem::fused_sub): the backward recomputes the states
 // inside each chunk, and the GPU agrees with its emulation.
 TEST(CudaGdrFused, SubChunksMatchTheirEmulation) {
   const Case c{"sub_chunks", 2, 150, 1, 2, 32, 64, true, true, Gates::realistic};
-  const Problem p = problem_for(c, Impl::fused, Residual::minimal, 64);
+  Problem p = problem_for(c, Impl::fused, Residual::minimal, 64);
   const Data d = make_data(p, c.gates, 41);
-  setenv("GDN_FUSED_VT", "32", 1);
+  p.fused_vt = 32;
   for (int64_t sub : {32, 16}) {
     const std::string sub_s = std::to_string(sub);
-    setenv("GDN_FUSED_SUB", sub_s.c_str(), 1);
+    p.fused_sub = sub;
     for (bool backward : {false, true}) {
       const fused::Plan pl = cuda_fused_plan(p, backward, 4);
       ASSERT_TRUE(pl.ok) << pl.why;
@@ -232,8 +230,6 @@ TEST(CudaGdrFused, SubChunksMatchTheirEmulation) {
     expect_close(run_cuda<bf16>(p, round_to<bf16>(d)),
                  run_fused_emulated<bf16>(p, 32, d, false, sub), 2e-3, false, "bf16 sub " + sub_s);
   }
-  unsetenv("GDN_FUSED_SUB");
-  unsetenv("GDN_FUSED_VT");
 }
 
 TEST(CudaGdrFused, SeedShapesRunFusedOnHopperClassParts) {

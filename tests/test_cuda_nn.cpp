@@ -3,13 +3,12 @@
 // and indices reported as errors, and the cuDNN conv (kernels/cuda/conv_cudnn.h) on the kernel
 // API: y, dx, dw (together and alone) against the CPU kernel in fp64 and against the direct
 // kernel on odd shapes (t = 1, t < k, c not a multiple of 8, k = 1..4), bitwise reruns, empty
-// batches; and through the op with GDN_CONV1D=cudnn (table-style cases run by the parity
-// harness), whose bad values are errors. Label `gpu`; exits 77 without a device.
+// batches; and through the op with impl cudnn (model.conv1d_impl; table-style cases run by the
+// parity harness). Label `gpu`; exits 77 without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,25 +69,6 @@ Tensor random(const Shape& s, DType dt, uint64_t seed, double scale = 1.0) {
   Generator g(seed);
   return ops::cast(ops::mul(ops::randn(s, DType::float32, Device::cpu(), &g), scale), dt);
 }
-
-// Sets an environment variable for a scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 struct ConvShape {
   int64_t b, t, c, k;
@@ -258,21 +238,21 @@ TEST(CudaNn, CausalConv1dCudnnRejectsASmallWorkspace) {
       std::invalid_argument);
 }
 
-// Through the op: GDN_CONV1D=cudnn on CUDA against the CPU op, with the parity harness (bitwise
-// reruns included) at conv_tol; fp64 runs the direct kernel whatever GDN_CONV1D says.
+// Through the op with impl cudnn (model.conv1d_impl) on CUDA against the CPU op, with the parity
+// harness (bitwise reruns included) at conv_tol; fp64 runs the direct kernel whatever impl says.
 TEST(CudaNn, CausalConv1dOpOnCudnn) {
   GDN_SKIP_WITHOUT_CUDNN();
-  ScopedEnv env("GDN_CONV1D", "cudnn");
   using In = ops::InputSpec;
   const ops::Tolerance tolerance{1e-10, conv_tol(DType::float32), conv_tol(DType::bfloat16)};
   const std::vector<DType> fp32_and_bf16(std::begin(kDtypes), std::end(kDtypes));
   auto conv = [&](const char* name, Shape x, Shape w, std::vector<DType> dtypes) {
-    return ops::OpCase{name,
-                       {In::normal(std::move(x)), In::normal(std::move(w))},
-                       [](auto& z) { return ops::causal_conv1d(z[0], z[1]); },
-                       false,
-                       std::move(dtypes),
-                       tolerance};
+    return ops::OpCase{
+        name,
+        {In::normal(std::move(x)), In::normal(std::move(w))},
+        [](auto& z) { return ops::causal_conv1d(z[0], z[1], {}, cuda::Conv1dImpl::cudnn); },
+        false,
+        std::move(dtypes),
+        tolerance};
   };
   const ops::OpCase cases[] = {
       conv("cudnn_conv", {2, 37, 24}, {24, 4}, fp32_and_bf16),
@@ -283,17 +263,6 @@ TEST(CudaNn, CausalConv1dOpOnCudnn) {
     for (DType dt : c.parity_dtypes) test::expect_cuda_matches_cpu(c, dt);
 }
 
-TEST(CudaNn, CausalConv1dBadImplementationIsAnError) {
-  ScopedEnv env("GDN_CONV1D", "cuDNN");
-  Tensor x = ops::to_device(random({1, 4, 3}, DType::float32, 80), kCuda);
-  Tensor w = ops::to_device(random({3, 4}, DType::float32, 81), kCuda);
-  try {
-    ops::causal_conv1d(x, w);
-    ADD_FAILURE() << "GDN_CONV1D=cuDNN accepted";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("GDN_CONV1D"), std::string::npos) << e.what();
-  }
-}
 #endif
 
 }  // namespace

@@ -117,15 +117,15 @@ TEST(CudaPacked, BitwiseDeterministic) {
 // The GPU runs the packed grid the emulator runs: at every V tile width and in sub-chunks (the
 // residual's states and the hand-off flags at every R-th step of each sequence).
 TEST(CudaPacked, FusedMatchesItsEmulationAtEveryTileAndSubChunk) {
-  const Problem p = packed_problem(kMixedLens, 1, 2, 32, 64, 64, Impl::fused);
+  Problem p = packed_problem(kMixedLens, 1, 2, 32, 64, 64, Impl::fused);
   const Data d = make_packed_data(p, Gates::realistic, 17);
   for (int64_t vt : {16, 32, 64})
     for (int64_t sub : {64, 32, 16}) {
       // the fp32 backward at vt 64 in whole chunks needs 232832 bytes, over an H200's 232448
       if (vt == 64 && sub == 64) continue;
       const std::string what = "vt " + std::to_string(vt) + " sub " + std::to_string(sub);
-      setenv("GDN_FUSED_VT", std::to_string(vt).c_str(), 1);
-      setenv("GDN_FUSED_SUB", std::to_string(sub).c_str(), 1);
+      p.fused_vt = vt;
+      p.fused_sub = sub;
       for (bool backward : {false, true}) {
         const fused::Plan pl = cuda_fused_plan(p, backward, 4);
         ASSERT_TRUE(pl.ok) << what << ": " << pl.why;
@@ -136,20 +136,17 @@ TEST(CudaPacked, FusedMatchesItsEmulationAtEveryTileAndSubChunk) {
       expect_close(run_cuda<bf16>(p, round_to<bf16>(d)),
                    run_fused_emulated<bf16>(p, vt, d, false, sub), 2e-3, false, "bf16 " + what);
     }
-  unsetenv("GDN_FUSED_SUB");
-  unsetenv("GDN_FUSED_VT");
 }
 
 // A fused plan that does not fit (a forced sub-chunk that does not divide the chunk) runs the
 // chunked kernels, sequence by sequence, and says so: still each sequence alone.
 TEST(CudaPacked, FusedFallbackToChunkedRunsEachSequence) {
-  const Problem p = packed_problem(kMixedLens, 1, 2, 32, 32, 64, Impl::fused);
+  Problem p = packed_problem(kMixedLens, 1, 2, 32, 32, 64, Impl::fused);
   const Data d = round_to<float>(make_packed_data(p, Gates::realistic, 13));
-  setenv("GDN_FUSED_SUB", "48", 1);
+  p.fused_sub = 48;
   ASSERT_NE(cuda_fused_fallback(p, false, 4), "");
   ASSERT_NE(cuda_fused_fallback(p, true, 4), "");
   const Result got = run_cuda<float>(p, d);
-  unsetenv("GDN_FUSED_SUB");
   expect_close(got, reference_by_sequence(p, d), 1e-4, false, "fused fallback f32");
 }
 

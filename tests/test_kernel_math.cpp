@@ -266,16 +266,18 @@ TEST(CudnnConv1d, ImplementationChoice) {
   EXPECT_EQ(kConv1dDefault, Conv1dImpl::direct);  // until a GPU measurement says otherwise
   EXPECT_EQ(parse_conv1d_impl("direct"), Conv1dImpl::direct);
   EXPECT_EQ(parse_conv1d_impl("cudnn"), Conv1dImpl::cudnn);
-  EXPECT_EQ(conv1d_impl("cudnn", true), Conv1dImpl::cudnn);
-  EXPECT_EQ(conv1d_impl("cudnn", false), Conv1dImpl::direct);  // fp64, fp16: direct
-  EXPECT_EQ(conv1d_impl(nullptr, true), Conv1dImpl::direct);
+  EXPECT_EQ(conv1d_impl(Conv1dImpl::cudnn, true), Conv1dImpl::cudnn);
+  EXPECT_EQ(conv1d_impl(Conv1dImpl::cudnn, false), Conv1dImpl::direct);  // fp64, fp16: direct
+  EXPECT_EQ(conv1d_impl(Conv1dImpl::direct, true), Conv1dImpl::direct);
+  for (Conv1dImpl i : {Conv1dImpl::direct, Conv1dImpl::cudnn})
+    EXPECT_EQ(parse_conv1d_impl(enum_name(i)), i);
   EXPECT_TRUE(kCudnnConv1dType<float>);
   EXPECT_TRUE(kCudnnConv1dType<bf16>);
   EXPECT_FALSE(kCudnnConv1dType<double>);
   EXPECT_FALSE(kCudnnConv1dType<fp16>);
   for (const char* bad : {"CUDNN", "cudnn ", "fast", "1"}) {
     try {
-      conv1d_impl(bad, false);  // a bad value fails whatever the dtype
+      parse_conv1d_impl(bad);
       ADD_FAILURE() << "no error for GDN_CONV1D=" << bad;
     } catch (const std::invalid_argument& e) {
       const std::string m = e.what();

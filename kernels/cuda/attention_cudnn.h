@@ -5,9 +5,10 @@
 // fp32 (cuDNN's softmax stats are the natural-log log-sum-exp of the scaled scores: the lse of
 // the CPU and CUDA kernels, so either backward runs on the other's forward), window w as cuDNN's
 // diagonal band left bound w (a key s is seen when s > t - w), GQA as HKV < H.
-// Which of the two runs is decided in one place, run_on_cudnn() below: the op's impl (or
-// GDN_ATTENTION=auto|cudnn|flash) with `auto` (the default) taking cuDNN where it supports the
-// problem and the flash kernel otherwise. Packed sequences (cu_seqlens), fp32 and fp64 always run
+// Which of the two runs is decided in one place, run_on_cudnn() below: the op's impl (the model's
+// `attention_impl`, auto|cudnn|flash, or GDN_ATTENTION read once at start-up,
+// layers/config.h), `auto` (the default) taking cuDNN where it supports the problem and the flash
+// kernel otherwise. Packed sequences (cu_seqlens), fp32 and fp64 always run
 // the flash kernel.
 //
 // A plain header (no cuDNN types): the choice, the support predicate and the graph-cache key are
@@ -21,6 +22,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/optional_libraries.h"
+#include "kernels/enum_table.h"
 #include "kernels/numeric.h"
 
 namespace gdn::attn {
@@ -28,23 +30,22 @@ namespace gdn::attn {
 // ---- which implementation runs ------------------------------------------------------------------
 
 enum class Impl { automatic, cudnn, flash };
+inline constexpr EnumEntry<Impl> kImplNames[] = {
+    {Impl::automatic, "auto"}, {Impl::cudnn, "cudnn"}, {Impl::flash, "flash"}};
+inline EnumTable<Impl> enum_table(Impl) {
+  return kImplNames;
+}
 
 inline const char* impl_name(Impl i) {
-  return i == Impl::cudnn ? "cudnn" : i == Impl::flash ? "flash" : "auto";
+  return enum_name(i);
 }
 
 // "auto", "cudnn" or "flash"; null or empty is auto. Throws std::invalid_argument otherwise.
 inline Impl parse_impl(const char* s) {
-  if (!s || !*s || std::strcmp(s, "auto") == 0) return Impl::automatic;
-  if (std::strcmp(s, "cudnn") == 0) return Impl::cudnn;
-  if (std::strcmp(s, "flash") == 0) return Impl::flash;
+  if (!s || !*s) return Impl::automatic;
+  if (const auto v = enum_table(Impl{}).parse(s)) return *v;
   throw std::invalid_argument(std::string("attention impl must be auto, cudnn or flash, got '") +
                               s + "'");
-}
-
-// The impl a call asks for: the op's own unless it is auto, then GDN_ATTENTION's (`env`).
-inline Impl requested_impl(Impl op, const char* env) {
-  return op != Impl::automatic ? op : parse_impl(env);
 }
 
 // A window that covers the whole sequence is full causal: no diagonal band (same graph).

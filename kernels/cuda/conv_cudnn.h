@@ -1,8 +1,9 @@
 // Causal depthwise conv1d through cuDNN, next to the direct kernels of kernels/cuda/nn.h and with
 // their contract: x, y [b, t, c] row-major, w [c, k], y[b,s,c] = sum_j w[c,j] x[b, s-k+1+j, c]
 // (zero before time 0). Which of the two the op runs is decided in one place, conv1d_impl()
-// below: GDN_CONV1D=direct|cudnn, the direct kernel by default until a GPU measurement
-// (build/conv_lab) says cuDNN is faster.
+// below: the model's `conv1d_impl` (direct|cudnn, or GDN_CONV1D read once at start-up,
+// layers/config.h), the direct kernel by default until a GPU measurement (build/conv_lab) says
+// cuDNN is faster.
 //
 // How cuDNN sees the problem (CudnnConv1dGeometry; pure, tested on the CPU):
 //   - x, y, dx, dy are NHWC tensors [n = b, h = 1, w = t, c]: exactly [b, t, c], no transpose;
@@ -28,6 +29,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/enum_table.h"
 #include "kernels/numeric.h"
 
 namespace gdn::cuda {
@@ -35,6 +37,11 @@ namespace gdn::cuda {
 // ---- which implementation runs ---------------------------------------------------------------
 
 enum class Conv1dImpl { direct, cudnn };
+inline constexpr EnumEntry<Conv1dImpl> kConv1dImplNames[] = {{Conv1dImpl::direct, "direct"},
+                                                             {Conv1dImpl::cudnn, "cudnn"}};
+inline EnumTable<Conv1dImpl> enum_table(Conv1dImpl) {
+  return kConv1dImplNames;
+}
 
 // The default until build/conv_lab has measured both on a GPU.
 constexpr Conv1dImpl kConv1dDefault = Conv1dImpl::direct;
@@ -47,18 +54,15 @@ inline constexpr bool kCudnnConv1dType = std::is_same_v<T, float> || std::is_sam
 // throws std::invalid_argument naming the variable and the allowed values.
 inline Conv1dImpl parse_conv1d_impl(const char* value) {
   if (!value || !*value) return kConv1dDefault;
-  const std::string v = value;
-  if (v == "direct") return Conv1dImpl::direct;
-  if (v == "cudnn") return Conv1dImpl::cudnn;
-  throw std::invalid_argument("GDN_CONV1D='" + v +
+  if (const auto v = enum_table(Conv1dImpl{}).parse(value)) return *v;
+  throw std::invalid_argument("GDN_CONV1D='" + std::string(value) +
                               "' is not an implementation of causal_conv1d: use direct or cudnn "
                               "(or leave it unset for the default, direct)");
 }
 
-// The implementation the op runs on CUDA: GDN_CONV1D's choice (`env_value`) where cuDNN has the
-// dtype, the direct kernel otherwise. A bad value is an error whatever the dtype.
-inline Conv1dImpl conv1d_impl(const char* env_value, bool dtype_has_cudnn) {
-  const Conv1dImpl chosen = parse_conv1d_impl(env_value);
+// The implementation the op runs on CUDA: the chosen one where cuDNN has the dtype, the direct
+// kernel otherwise.
+inline Conv1dImpl conv1d_impl(Conv1dImpl chosen, bool dtype_has_cudnn) {
   return dtype_has_cudnn ? chosen : Conv1dImpl::direct;
 }
 

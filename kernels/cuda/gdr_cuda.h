@@ -25,8 +25,8 @@ namespace gdn::gdr {
 Problem cuda_problem(const Problem& p, bool backward, int64_t in_bytes);
 // Why `fused` runs as chunked on the current device for this direction; empty when it runs.
 std::string cuda_fused_fallback(const Problem& p, bool backward, int64_t in_bytes);
-// The fused kernels' plan on the current device (GDN_FUSED_VT=16|32|64 forces the V tile,
-// GDN_FUSED_SUB=16|32|64 the kernels' chunk).
+// The fused kernels' plan on the current device (Problem::fused_vt = 16|32|64 forces the V tile,
+// Problem::fused_sub = 16|32|64 the kernels' chunk).
 fused::Plan cuda_fused_plan(const Problem& p, bool backward, int64_t in_bytes);
 
 // Acc elements of workspace forward_cuda / backward_cuda need for `p` (defined with the CUDA

@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/gdr_common.cuh"
@@ -64,19 +66,29 @@ DeviceLimits device_limits() {
   return cache[dev];
 }
 
-// GDN_FUSED_VT=16|32|64 forces the V tile, GDN_FUSED_SUB=16|32|64 the kernels' chunk (the
-// kernel development loop sweeps them).
-int64_t env_override(const char* name) {
-  const char* s = std::getenv(name);
-  return s ? std::atoll(s) : 0;
-}
+// What a plan depends on: the device, the pass, the input width and the Problem's shape, packing
+// and forced variants.
+using PlanKey = std::tuple<int, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int, int64_t, int64_t, std::vector<int64_t>>;
 
 }  // namespace
 
+// Planned once per key on each host thread (a call asks for its plan a few times: workspace,
+// fallback, launch); a process that runs very many shapes drops them all past 256.
 fused::Plan fused_plan(const Problem& p, bool backward, int64_t in_bytes) {
+  int device = 0;
+  GDN_KCUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<PlanKey, fused::Plan> plans;
+  PlanKey key{device, backward, in_bytes, p.B,        p.T,         p.H,         p.HV,
+              p.K,    p.V,      p.chunk,  p.fused_vt, p.fused_sub, p.cu_seqlens};
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  if (plans.size() >= 256) plans.clear();
   const DeviceLimits lim = device_limits();
-  return fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, env_override("GDN_FUSED_VT"),
-                     lim.regs_of(backward, in_bytes), env_override("GDN_FUSED_SUB"));
+  return plans
+      .emplace(std::move(key),
+               fused::plan(p, backward, in_bytes, lim.smem_optin, lim.sms, p.fused_vt,
+                           lim.regs_of(backward, in_bytes), p.fused_sub))
+      .first->second;
 }
 
 template <typename T>

@@ -1,5 +1,6 @@
 // `gdn bench --impls attention` (src/cli/bench_attention.h).
 #include "src/cli/bench_attention.h"
+#include "layers/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -110,9 +111,9 @@ PassPlan plan_pass(const attn::Problem& p, AttentionKernel kernel, DType dt, voi
     GDN_CHECK(bytes >= 0, kCudnnName, ": cuDNN cannot run this case (",
               backward ? "backward" : "forward", "): ", why);
   } else {
-    attn::Impl req = attn::Impl::automatic;
+    // The op's choice: auto, or GDN_ATTENTION's (read once, layers/config.h).
+    const attn::Impl req = nn::backend_overrides().attention.value_or(attn::Impl::automatic);
     try {
-      req = attn::requested_impl(attn::Impl::automatic, std::getenv("GDN_ATTENTION"));
       if (!attn::run_on_cudnn(req, bytes >= 0 ? std::string() : why)) {
         plan.why_not = req == attn::Impl::flash ? "GDN_ATTENTION=flash" : why;
         return plan;

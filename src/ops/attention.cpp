@@ -80,12 +80,7 @@ int64_t workspace_elems(const attn::Problem& p, Device dev, bool backward) {
 int64_t cudnn_bytes(const attn::Problem& p, attn::Impl impl, DType dt, Device dev, bool backward) {
 #if defined(GDN_WITH_CUDA)
   if (!dev.is_cuda()) return -1;
-  attn::Impl req = attn::Impl::automatic;
-  try {
-    req = attn::requested_impl(impl, std::getenv("GDN_ATTENTION"));
-  } catch (const std::invalid_argument& e) {
-    GDN_FAIL("attention: GDN_ATTENTION: ", e.what());
-  }
+  const attn::Impl req = impl;  // resolved before the call (model.attention_impl)
   if (req == attn::Impl::flash) return -1;
   std::string why = str_cat("cuDNN's fused attention runs bf16 here, got ", dtype_name(dt));
   const int64_t bytes = dt == DType::bfloat16

@@ -8,7 +8,7 @@
 // [B, H, T] (the kernel residual of the memory profile, layers/token_mixer.cpp).
 // CPU, CUDA (kernels written and compiled, not yet run on a GPU) and meta (shapes only). On CUDA
 // bf16 runs cuDNN's fused attention where it supports the problem (kernels/cuda/attention_cudnn.h;
-// AttentionOptions::impl or GDN_ATTENTION=auto|cudnn|flash), our flash kernel otherwise.
+// AttentionOptions::impl), our flash kernel otherwise.
 #pragma once
 #include <optional>
 #include <vector>
@@ -24,8 +24,8 @@ struct AttentionOptions {
   // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1): no
   // query sees another sequence's keys. Empty: B rows of T tokens.
   std::vector<int64_t> cu_seqlens;
-  // CUDA only: auto (GDN_ATTENTION's choice, itself auto by default: cuDNN where it supports the
-  // problem), cudnn (an error where it cannot run) or flash (our kernel).
+  // CUDA only: auto (cuDNN where it supports the problem, else our flash kernel), cudnn (an error
+  // where it cannot run) or flash (our kernel). Layers pass model.attention_impl.
   attn::Impl impl = attn::Impl::automatic;
 };
 

@@ -177,6 +177,8 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
   p.chunk = opt.chunk_size;
   p.impl = opt.impl;
   p.residual = opt.residual;
+  p.fused_vt = opt.fused_vt;
+  p.fused_sub = opt.fused_sub;
   p.scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(double(p.K));
   p.has_h0 = h0.defined();
   p.want_ht = opt.output_final_state;

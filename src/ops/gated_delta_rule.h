@@ -20,6 +20,8 @@ struct GdrOptions {
   // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1): each
   // runs from its own h0 row to its own ht row, as if alone. Empty: B rows of T tokens.
   std::vector<int64_t> cu_seqlens;
+  // CUDA fused kernels: their V tile and chunk (0: the plan's choice; model.fused_vt, fused_sub).
+  int64_t fused_vt = 0, fused_sub = 0;
 
   // The implementation and residual policy of a registry entry (kernels/gdr_registry.h).
   GdrOptions& use(const gdr::Implementation& entry) {

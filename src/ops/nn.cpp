@@ -309,12 +309,11 @@ Tensor l2_norm(const Tensor& x, double eps) {
 #if defined(GDN_WITH_CUDA)
 namespace {
 
-// The CUDA conv is the direct kernel or cuDNN: GDN_CONV1D, read at each call, decides through
+// The CUDA conv is the direct kernel or cuDNN: the op's impl (model.conv1d_impl) through
 // cuda::conv1d_impl (kernels/cuda/conv_cudnn.h), the one place the choice is made.
 template <typename T>
-bool conv1d_on_cudnn() {
-  return cuda::conv1d_impl(std::getenv("GDN_CONV1D"), cuda::kCudnnConv1dType<T>) ==
-         cuda::Conv1dImpl::cudnn;
+bool conv1d_on_cudnn(cuda::Conv1dImpl impl) {
+  return cuda::conv1d_impl(impl, cuda::kCudnnConv1dType<T>) == cuda::Conv1dImpl::cudnn;
 }
 
 // cuDNN's workspace as a byte buffer (float32 elements; the allocator's blocks are 512-byte
@@ -326,10 +325,10 @@ Tensor cuda_scratch_bytes(Device dev, size_t bytes) {
 // cuDNN cannot restart a convolution inside a row: packed input (seq_start) runs direct.
 template <typename T>
 void conv1d_forward_cuda(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k, T* y,
-                         const int64_t* seq_start, Device dev) {
+                         const int64_t* seq_start, Device dev, cuda::Conv1dImpl impl) {
   void* s = stream_of(dev);
   if constexpr (cuda::kCudnnConv1dType<T>) {
-    if (!seq_start && conv1d_on_cudnn<T>()) {
+    if (!seq_start && conv1d_on_cudnn<T>(impl)) {
       const size_t bytes = cuda::causal_conv1d_cudnn_forward_workspace<T>(b, t, c, k, s);
       Tensor ws = cuda_scratch_bytes(dev, bytes);
       return cuda::causal_conv1d_cudnn_forward<T>(x, w, b, t, c, k, y, ws.data_ptr(), bytes, s);
@@ -340,10 +339,11 @@ void conv1d_forward_cuda(const T* x, const T* w, int64_t b, int64_t t, int64_t c
 
 template <typename T>
 void conv1d_backward_cuda(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                          int64_t k, T* dx, T* dw, const int64_t* seq_start, Device dev) {
+                          int64_t k, T* dx, T* dw, const int64_t* seq_start, Device dev,
+                          cuda::Conv1dImpl impl) {
   void* s = stream_of(dev);
   if constexpr (cuda::kCudnnConv1dType<T>) {
-    if (!seq_start && conv1d_on_cudnn<T>()) {
+    if (!seq_start && conv1d_on_cudnn<T>(impl)) {
       const size_t bytes = cuda::causal_conv1d_cudnn_backward_workspace<T>(
           b, t, c, k, dx != nullptr, dw != nullptr, s);
       Tensor ws = cuda_scratch_bytes(dev, bytes);
@@ -386,7 +386,7 @@ const int64_t* seq_start_ptr(const Tensor& starts) {
 }  // namespace
 
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
-                     const std::vector<int64_t>& cu_seqlens) {
+                     const std::vector<int64_t>& cu_seqlens, cuda::Conv1dImpl impl) {
   detail::common_device("causal_conv1d", {x, weight_in});
   detail::check_same_dtype("causal_conv1d", x, weight_in);
   Tensor weight = weight_in;
@@ -409,12 +409,12 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
                       cpu::causal_conv1d_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c,
                                                  k, y.data<scalar_t>(), seq_start_ptr(starts)),
                       conv1d_forward_cuda(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
-                                          y.data<scalar_t>(), seq_start_ptr(starts), dev));
+                                          y.data<scalar_t>(), seq_start_ptr(starts), dev, impl));
   });
   if (autograd::needs_grad({x, weight}))
     autograd::record(
         "causal_conv1d", {x, weight}, y, {xc, wc, starts},
-        [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
+        [b, t, c, k, impl, gx = x.requires_grad(), gw = weight.requires_grad()](
             const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
           const Device dev = gc.device();
@@ -430,7 +430,7 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
                 cpu::causal_conv1d_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
                                             gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st),
                 conv1d_backward_cuda(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
-                                     gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st, dev));
+                                     gc.data<scalar_t>(), b, t, c, k, dxp, dwp, st, dev, impl));
           });
           return std::vector<Tensor>{dx, dw};
         });
@@ -438,9 +438,9 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
 }
 
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
-                          const std::vector<int64_t>& cu_seqlens) {
+                          const std::vector<int64_t>& cu_seqlens, cuda::Conv1dImpl impl) {
   const Device dev = detail::common_device("causal_conv1d_silu", {x, weight_in});
-  if (dev.is_cuda()) return silu(causal_conv1d(x, weight_in, cu_seqlens));  // CUDA: unfused
+  if (dev.is_cuda()) return silu(causal_conv1d(x, weight_in, cu_seqlens, impl));  // CUDA: unfused
   detail::check_same_dtype("causal_conv1d_silu", x, weight_in);
   detail::check_floating("causal_conv1d_silu", x);
   Tensor weight = weight_in;

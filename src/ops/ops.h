@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/conv_cudnn.h"
 #include "src/core/tensor.h"
 
 namespace gdn {
@@ -102,15 +103,18 @@ Tensor l2_norm(const Tensor& x, double eps = 1e-6);
 // Causal depthwise conv1d over time: x [B, T, C], weight [C, W] (or [C, 1, W]);
 // y[b,t,c] = sum_j w[c,j] x[b, t-W+1+j, c], zero left padding. With cu_seqlens (fla's packed
 // sequences: B = 1, host offsets 0 = cu[0] < ... < cu[N] = T) each sequence is padded with zeros
-// at its own start: no tap reads across a boundary, forward or backward.
+// at its own start: no tap reads across a boundary, forward or backward. `impl`: CUDA's path
+// (direct kernel or cuDNN, model.conv1d_impl; the CPU has one kernel).
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight,
-                     const std::vector<int64_t>& cu_seqlens = {});
+                     const std::vector<int64_t>& cu_seqlens = {},
+                     cuda::Conv1dImpl impl = cuda::Conv1dImpl::direct);
 
 // ---- fused layer ops (one CPU pass each way instead of one per op; src/ops/fused.cpp, and the
 // conv's in nn.cpp; on CUDA they run the unfused ops they replace) ---------------------------
 // silu(causal_conv1d(x, weight, cu_seqlens)); backward recomputes the conv instead of saving it.
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight,
-                          const std::vector<int64_t>& cu_seqlens = {});
+                          const std::vector<int64_t>& cu_seqlens = {},
+                          cuda::Conv1dImpl impl = cuda::Conv1dImpl::direct);
 // SwiGLU: silu(gate) * up, same shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // rms_norm(x, weight, eps) * act(gate), act = sigmoid or silu; gate the shape of x.

@@ -96,6 +96,10 @@ void bind_model(io::ConfigBinder& b, nn::ModelConfig& c, AttnSource* attn) {
   b.bind_enum("model.kernel", &c.kernel, EnumTable<gdr::Impl>(nn::kModelKernels));
   b.bind("model.chunk_size", &c.chunk_size);
   b.bind_enum("model.residual", &c.residual);
+  b.bind_enum("model.attention_impl", &c.attention_impl);
+  b.bind_enum("model.conv1d_impl", &c.conv1d_impl);
+  b.bind("model.fused_vt", &c.fused_vt);
+  b.bind("model.fused_sub", &c.fused_sub);
 }
 
 void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {

@@ -118,26 +118,12 @@ Outputs reference(const Problem& problem, const HostData& d) {
   return r;
 }
 
-// One variant: the Problem it runs (impl, residual) and how (library or lab, V tile).
+// One variant: the Problem it runs (impl, residual, the fused kernels' V tile and chunk:
+// Problem::fused_vt, fused_sub; 0 the plan's choice) and how (library or lab).
 struct Variant {
   std::string name;
   Problem p;
   bool lab = false;
-  int64_t vt = 0, sub = 0;  // 0: the plan's choice
-};
-
-// Sets GDN_FUSED_VT / GDN_FUSED_SUB for a variant while in scope (the plan reads them).
-struct PlanOverrides {
-  explicit PlanOverrides(const Variant& v) {
-    if (v.vt > 0) setenv("GDN_FUSED_VT", std::to_string(v.vt).c_str(), 1);
-    if (v.sub > 0) setenv("GDN_FUSED_SUB", std::to_string(v.sub).c_str(), 1);
-  }
-  ~PlanOverrides() {
-    unsetenv("GDN_FUSED_VT");
-    unsetenv("GDN_FUSED_SUB");
-  }
-  PlanOverrides(const PlanOverrides&) = delete;
-  PlanOverrides& operator=(const PlanOverrides&) = delete;
 };
 
 Variant parse_variant(const std::string& spec, const Problem& base) {
@@ -148,9 +134,9 @@ Variant parse_variant(const std::string& spec, const Problem& base) {
   const std::string impl = parts.empty() ? "" : parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
     if (parts[i].rfind("vt=", 0) == 0) {
-      v.vt = std::atoll(parts[i].c_str() + 3);
+      v.p.fused_vt = std::atoll(parts[i].c_str() + 3);
     } else if (parts[i].rfind("sub=", 0) == 0) {
-      v.sub = std::atoll(parts[i].c_str() + 4);
+      v.p.fused_sub = std::atoll(parts[i].c_str() + 4);
     } else {
       throw std::invalid_argument("variant " + spec + ": unknown option " + parts[i] +
                                   " (expected vt=N or sub=N)");
@@ -231,7 +217,6 @@ int run_lab(const Args& a) {
   lab.dbeta = device_alloc<T>(int64_t(h.g.size()));
   int64_t residual_max = 0, workspace_max = 0;
   for (const Variant& v : variants) {
-    const PlanOverrides overrides(v);
     residual_max = std::max(residual_max, residual_elems(v.p));
     workspace_max = std::max({workspace_max, cuda_forward_workspace_elems(v.p, sizeof(T)),
                               cuda_backward_workspace_elems(v.p, sizeof(T))});
@@ -260,7 +245,6 @@ int run_lab(const Args& a) {
               "sub", "median_ms", "q1_ms", "q3_ms", "TFLOP/s", "%peak", "max_err", "(worst of)");
   const auto modes = split(a.modes, ',');
   for (const Variant& var : variants) {
-    const PlanOverrides overrides(var);
     const std::string fallback =
         var.p.impl == Impl::fused ? cuda_fused_fallback(var.p, true, sizeof(T)) : "";
     const fused::Plan plan = var.p.impl == Impl::fused && fallback.empty()

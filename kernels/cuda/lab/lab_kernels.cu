@@ -1,5 +1,5 @@
 // The `lab` variant's launches: LabBlock (lab_block.cuh) on the fused kernels' launch path, with
-// the library's plan (GDN_FUSED_VT forces the V tile).
+// the library's plan (Problem::fused_vt forces the V tile).
 #include <stdexcept>
 
 #include "kernels/cuda/gdr_common.cuh"
