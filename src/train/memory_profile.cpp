@@ -1,5 +1,6 @@
 // One profiled training step.
 #include "src/train/memory_profile.h"
+#include "src/train/run_parts.h"
 
 #include <cctype>
 #include <cmath>
@@ -8,13 +9,10 @@
 #include <unordered_set>
 
 #include "layers/model.h"
-#include "optim/adamw.h"
 #include "optim/clip.h"
-#include "optim/param_groups.h"
 #include "src/autograd/node.h"
 #include "src/dist/communicator.h"
 #include "src/dist/grad_reducer.h"
-#include "src/dist/zero.h"
 #include "src/ops/ops.h"
 #include "src/train/size_check.h"
 
@@ -164,26 +162,15 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
     }
   };
   {
-    // The trainer's own construction: fp32 masters, compute dtype, optimizer state up front.
-    Generator gen(uint64_t(cfg.train.seed));
-    nn::InitContext ctx;
-    ctx.device = dev;
-    ctx.gen = &gen;
-    nn::CausalLM model(cfg.model, ctx);
-    model.compute_dtype = cfg.train.dtype;
-    model.checkpointing = cfg.train.checkpointing;
+    // The trainer's own construction (src/train/run_parts.h): fp32 masters, compute dtype,
+    // optimizer state up front; with ZeRO-1, rank 0's shard (it gets the largest parameter, so
+    // its shard is the largest).
+    const std::unique_ptr<nn::CausalLM> built = build_run_model(cfg, dev);
+    nn::CausalLM& model = *built;
     prof.params = model.num_parameters();
-    optim::AdamWOptions o;
-    o.lr = cfg.train.lr;
-    auto groups = optim::build_param_groups(model.named_parameters(), cfg.train.weight_decay,
-                                            cfg.train.decay_embeddings);
-    if (prof.zero1) {
-      // The trainer's sharding; rank 0 gets the largest parameter, so its shard is the largest.
-      std::vector<int64_t> numels;
-      for (const Tensor& p : optim::all_params(groups)) numels.push_back(p.numel());
-      groups = dist::shard_param_groups(groups, dist::assign_shards(numels, world_size), 0);
-    }
-    optim::AdamW opt(groups, o);
+    const RunOptimizer run_opt =
+        build_run_optimizer(cfg, model, prof.zero1 ? world_size : 1, 0, false);
+    optim::Optimizer& opt = *run_opt.opt;
     // Data-parallel: the gradients are views into the all-reduce buckets, allocated up front
     // (the collectives themselves are left out: one process stands for every rank).
     std::unique_ptr<dist::GradReducer> reducer;

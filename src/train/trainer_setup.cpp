@@ -6,9 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "optim/adamw.h"
-#include "optim/param_groups.h"
-#include "optim/sgd.h"
 #include "src/dist/communicator.h"
 #include "src/dist/consistency.h"
 #include "src/dist/grad_reducer.h"
@@ -17,6 +14,7 @@
 #include "src/train/flops.h"
 #include "src/train/gemm_bound.h"
 #include "src/train/model_io.h"
+#include "src/train/run_parts.h"
 #include "src/train/size_check.h"
 #include "src/train/trainer.h"
 #if defined(GDN_WITH_CUDA)
@@ -35,33 +33,6 @@ std::string device_name(Device d) {
   if (d.is_cuda()) return cuda::device_name(d.index);
 #endif
   return d.str();
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& t,
-                                                 std::vector<optim::ParamGroup> groups) {
-  if (t.optimizer == OptimizerKind::adamw) {
-    optim::AdamWOptions o;
-    o.lr = t.lr;
-    o.beta1 = t.betas[0];
-    o.beta2 = t.betas[1];
-    o.eps = t.eps;
-    return std::make_unique<optim::AdamW>(std::move(groups), o);
-  }
-  optim::SgdOptions o;
-  o.lr = t.lr;
-  o.momentum = t.momentum;
-  return std::make_unique<optim::Sgd>(std::move(groups), o);
-}
-
-optim::LrSchedule make_schedule(const TrainConfig& t) {
-  optim::LrSchedule s;
-  s.kind = t.schedule;
-  s.max_lr = t.lr;
-  s.min_lr = t.min_lr;
-  s.warmup_steps = t.warmup_steps;
-  s.total_steps = t.steps;
-  s.validate();
-  return s;
 }
 
 }  // namespace
@@ -151,29 +122,15 @@ void Trainer::open_data() {
 }
 
 void Trainer::build_model() {
-  Generator gen(uint64_t(cfg_.train.seed));
-  nn::InitContext ctx;
-  ctx.device = device_;
-  ctx.dtype = DType::float32;  // fp32 master weights
-  ctx.gen = &gen;
-  model_ = std::make_unique<nn::CausalLM>(cfg_.model, ctx);
-  model_->compute_dtype = cfg_.train.dtype;
-  model_->checkpointing = cfg_.train.checkpointing;
+  model_ = build_run_model(cfg_, device_);
 }
 
 void Trainer::build_optimizer() {
-  auto groups = optim::build_param_groups(model_->named_parameters(), cfg_.train.weight_decay,
-                                          cfg_.train.decay_embeddings);
-  if (cfg_.dist.zero1 && world_size() > 1) {
-    // ZeRO-1: this rank's optimizer holds the state of the parameters it owns only.
-    sharded_params_ = optim::all_params(groups);
-    std::vector<int64_t> numels;
-    for (const Tensor& p : sharded_params_) numels.push_back(p.numel());
-    owners_ = dist::assign_shards(numels, world_size());
-    opt_layout_ = make_optimizer(cfg_.train, dist::meta_param_groups(groups));
-    groups = dist::shard_param_groups(groups, owners_, rank());
-  }
-  opt_ = make_optimizer(cfg_.train, groups);
+  RunOptimizer r = build_run_optimizer(cfg_, *model_, world_size(), rank());
+  opt_ = std::move(r.opt);
+  opt_layout_ = std::move(r.layout);
+  owners_ = std::move(r.owners);
+  sharded_params_ = std::move(r.sharded_params);
   schedule_ = make_schedule(cfg_.train);
 }
 
