@@ -125,6 +125,13 @@ Tensor Attention::forward_with_state(const Tensor& x, LayerState& state) const {
   return output(o);
 }
 
+std::vector<int64_t> attention_layers(const ModelConfig& cfg) {
+  std::vector<int64_t> layers;
+  for (const AttentionConfig& a : cfg.attn)
+    layers.insert(layers.end(), a.layers.begin(), a.layers.end());
+  return layers;
+}
+
 std::shared_ptr<TokenMixer> make_attention(const ModelConfig& cfg, int64_t layer,
                                            const InitContext& ctx) {
   const AttentionConfig* a = cfg.attention_of(layer);

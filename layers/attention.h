@@ -42,6 +42,8 @@ class Attention : public TokenMixer {
 };
 
 // The registry's entry points (layers/token_mixer.cpp); layer `layer` must be in an attn entry.
+// The layers of every attn entry: the layers attention claims.
+std::vector<int64_t> attention_layers(const ModelConfig& cfg);
 std::shared_ptr<TokenMixer> make_attention(const ModelConfig& cfg, int64_t layer,
                                            const InitContext& ctx);
 int64_t attention_num_parameters(const ModelConfig& cfg, int64_t layer);

@@ -112,11 +112,6 @@ struct ModelConfig {
         if (l == layer) return &a;
     return nullptr;
   }
-  // The token mixer of layer `layer` (layers/token_mixer.h): "attention" in the layers of an
-  // `attn` entry, else "gated_deltanet".
-  std::string token_mixer(int64_t layer) const {
-    return attention_of(layer) ? "attention" : "gated_deltanet";
-  }
   // Throws gdn::Error naming the inconsistent fields.
   void validate() const;
   // Parameter count by formula (equals the built model's count; tests check it).

@@ -11,11 +11,13 @@ namespace gdn::nn {
 const std::vector<TokenMixerType>& token_mixer_types() {
   static const std::vector<TokenMixerType> table = {
       {"gated_deltanet",
+       nullptr,  // every layer that no other entry claims
        &make_gated_deltanet,
        &gated_deltanet_num_parameters,
        &gated_deltanet_train_flops_per_token,
        {"gated_delta_rule", "ssd"}},
       {"attention",
+       &attention_layers,
        &make_attention,
        &attention_num_parameters,
        &attention_train_flops_per_token,
@@ -33,8 +35,19 @@ const TokenMixerType& find_token_mixer(const std::string& name) {
   GDN_FAIL("unknown token mixer '", name, "' (known: ", known, ")");
 }
 
+const TokenMixerType& default_token_mixer() {
+  for (const TokenMixerType& t : token_mixer_types())
+    if (!t.claimed_layers) return t;
+  GDN_FAIL("no token mixer takes the layers no other claims");
+}
+
 const TokenMixerType& token_mixer_of(const ModelConfig& cfg, int64_t layer) {
-  return find_token_mixer(cfg.token_mixer(layer));
+  for (const TokenMixerType& t : token_mixer_types())
+    if (t.claimed_layers) {
+      const std::vector<int64_t> mine = t.claimed_layers(cfg);
+      if (std::find(mine.begin(), mine.end(), layer) != mine.end()) return t;
+    }
+  return default_token_mixer();
 }
 
 bool is_mixer_kernel_op(const std::string& op) {

@@ -62,8 +62,8 @@ TEST(AttnYaml, DictFormFillsFlasDefaults) {
   EXPECT_FALSE(a.qkv_bias);
   EXPECT_EQ(a.window_size, 0);
   EXPECT_EQ(a.rope_theta, 10000.0);
-  EXPECT_EQ(m.token_mixer(2), "gated_deltanet");
-  EXPECT_EQ(m.token_mixer(3), "attention");
+  EXPECT_EQ(std::string(nn::token_mixer_of(m, 2).name), "gated_deltanet");
+  EXPECT_EQ(std::string(nn::token_mixer_of(m, 3).name), "attention");
 }
 
 TEST(AttnYaml, ListFormKeepsEveryField) {
@@ -90,8 +90,9 @@ TEST(AttnYaml, ListFormKeepsEveryField) {
   EXPECT_EQ(m.attn[0].rope_theta, 500000.0);
   EXPECT_EQ(m.attn[1].kv_heads(), 1);
   EXPECT_EQ(m.attn[1].window_size, 0);
-  EXPECT_EQ(m.token_mixer(1), "gated_deltanet");
-  for (int64_t layer : {0, 2, 3}) EXPECT_EQ(m.token_mixer(layer), "attention") << layer;
+  EXPECT_EQ(std::string(nn::token_mixer_of(m, 1).name), "gated_deltanet");
+  for (int64_t layer : {0, 2, 3})
+    EXPECT_EQ(std::string(nn::token_mixer_of(m, layer).name), "attention") << layer;
 }
 
 TEST(AttnYaml, NullAndEmptyListMeanNoAttention) {
@@ -187,7 +188,9 @@ TEST(AttnYaml, ChecksReadSizesGivenAfterAttn) {
       "  num_heads: 2\n"
       "  head_dim: 32\n"
       "  vocab_size: 256\n";
-  EXPECT_EQ(train::parse_run_config(text, "late.yaml").model.token_mixer(5), "attention");
+  EXPECT_EQ(
+      std::string(nn::token_mixer_of(train::parse_run_config(text, "late.yaml").model, 5).name),
+      "attention");
   const std::string e =
       error_of([&] { train::parse_run_config(text, "late.yaml", {"model.num_hidden_layers=5"}); });
   EXPECT_EQ(e.rfind("late.yaml:2: model.attn.layers: layer 5 is out of range", 0), 0u) << e;
@@ -421,8 +424,9 @@ TEST(AttnConfigs, HybridIsDefaultWithAttentionInLayer3) {
   const train::RunConfig c = train::load_run_config(repo_file("configs/hybrid.yaml"));
   const train::RunConfig d = train::load_run_config(repo_file("configs/default.yaml"));
   ASSERT_EQ(c.model.num_hidden_layers, 4);
-  for (int64_t layer : {0, 1, 2}) EXPECT_EQ(c.model.token_mixer(layer), "gated_deltanet");
-  EXPECT_EQ(c.model.token_mixer(3), "attention");
+  for (int64_t layer : {0, 1, 2})
+    EXPECT_EQ(std::string(nn::token_mixer_of(c.model, layer).name), "gated_deltanet");
+  EXPECT_EQ(std::string(nn::token_mixer_of(c.model, 3).name), "attention");
   // Otherwise default.yaml's model and job.
   const std::vector<std::string> diff = nn::model_differences(c.model, d.model);
   ASSERT_EQ(diff.size(), 1u);
@@ -439,7 +443,9 @@ TEST(AttnConfigs, H1Is1p3BWithAttentionInEvery4thLayer) {
   const nn::ModelConfig& m = c.model;
   ASSERT_EQ(m.num_hidden_layers, 24);
   for (int64_t layer = 0; layer < m.num_hidden_layers; ++layer)
-    EXPECT_EQ(m.token_mixer(layer), layer % 4 == 3 ? "attention" : "gated_deltanet") << layer;
+    EXPECT_EQ(std::string(nn::token_mixer_of(m, layer).name),
+              layer % 4 == 3 ? "attention" : "gated_deltanet")
+        << layer;
   EXPECT_EQ(c.data.seq_len, 8192);
   EXPECT_EQ(c.train.dtype, DType::bfloat16);
   EXPECT_EQ(c.train.checkpointing, nn::Checkpointing::block);

@@ -11,6 +11,7 @@
 
 #include "layers/attention.h"
 #include "layers/model.h"
+#include "layers/token_mixer.h"
 #include "src/io/safetensors.h"
 #include "src/ops/ops.h"
 #include "src/train/model_dir.h"
@@ -39,7 +40,7 @@ TEST(HybridRun, TrainsAndResumesBitForBit) {
   const std::string root = test::fresh_dir("gdn_test_hybrid_run");
   test::write_tiny_corpus(fs::path(root) / "corpus");
   train::RunConfig a = hybrid_run(root, "a");
-  ASSERT_EQ(a.model.token_mixer(1), "attention");
+  ASSERT_EQ(std::string(nn::token_mixer_of(a.model, 1).name), "attention");
   Generator g(1);
   const nn::CausalLM m(a.model, test::init_context(g));
   EXPECT_NE(dynamic_cast<nn::Attention*>(m.model->layers[1]->attn.get()), nullptr);

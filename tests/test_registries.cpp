@@ -116,6 +116,26 @@ TEST(TokenMixers, TheModelBuildsEachLayerFromTheTable) {
       << e;
 }
 
+// Each mixer claims its layers from the config; exactly one (the model's own) claims none and
+// takes the rest.
+TEST(TokenMixers, MixersClaimTheirLayersAndOneTakesTheRest) {
+  int defaults = 0;
+  for (const nn::TokenMixerType& t : nn::token_mixer_types()) defaults += t.claimed_layers ? 0 : 1;
+  EXPECT_EQ(defaults, 1);
+  EXPECT_STREQ(nn::default_token_mixer().name, "gated_deltanet");
+  nn::ModelConfig c;
+  c.num_hidden_layers = 6;
+  nn::AttentionConfig a;
+  a.layers = {1, 4};
+  a.num_heads = 2;
+  c.attn = {a};
+  const std::vector<int64_t> claimed = nn::find_token_mixer("attention").claimed_layers(c);
+  EXPECT_EQ(claimed, (std::vector<int64_t>{1, 4}));
+  for (int64_t l = 0; l < 6; ++l)
+    EXPECT_STREQ(nn::token_mixer_of(c, l).name, l == 1 || l == 4 ? "attention" : "gated_deltanet")
+        << l;
+}
+
 TEST(TokenMixers, GenerationStateIsTheMixersOwn) {
   struct Foreign : nn::MixerState {};
   nn::ModelConfig c;

@@ -178,17 +178,18 @@ SizeEstimate estimate_step_size(const RunConfig& cfg, int64_t batch, int64_t seq
   SizeEstimate e;
   const double d = double(m.hidden_size), layers = double(m.num_hidden_layers);
   const double emb = double(m.vocab_size) * d;
-  // The Gated DeltaNet blocks by one formula (their count may be absurd), the attention layers
-  // (listed one by one in model.attn) each by its own.
-  double attn_layers = 0, attn_params = 0;
-  for (const nn::AttentionConfig& a : m.attn)
-    for (int64_t l : a.layers) {
-      attn_layers += 1;
-      attn_params += layer_params(m, l);
-    }
-  // (layer -1 is in no attn entry: a Gated DeltaNet block)
-  const double gdn_params = layers > attn_layers ? (layers - attn_layers) * layer_params(m, -1) : 0;
-  e.params = emb * (m.tie_word_embeddings ? 1.0 : 2.0) + d + gdn_params + attn_params;
+  // The layers a mixer claims (listed in the config) each by its own formula; the model's own
+  // mixer's blocks, all the others, by one (their count may be absurd).
+  double claimed = 0, claimed_params = 0;
+  for (const nn::TokenMixerType& t : nn::token_mixer_types())
+    if (t.claimed_layers)
+      for (int64_t l : t.claimed_layers(m)) {
+        claimed += 1;
+        claimed_params += layer_params(m, l);
+      }
+  // (layer -1 is claimed by no mixer: a block of the model's own mixer)
+  const double own_params = layers > claimed ? (layers - claimed) * layer_params(m, -1) : 0;
+  e.params = emb * (m.tie_word_embeddings ? 1.0 : 2.0) + d + own_params + claimed_params;
   // ZeRO-1 keeps 1/N of the optimizer state per rank (at least).
   const double optim_share = cfg.dist.zero1 && world_size > 1 ? 1.0 / world_size : 1.0;
   e.state_bytes = e.params * (4.0 + optimizer_bytes_per_param(cfg.train) * optim_share);
