@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "kernels/gdr_registry.h"
 #include "src/ops/attention.h"
+#include "src/ops/gated_delta_rule.h"
 #include "src/ops/linear_cross_entropy.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
@@ -274,10 +276,50 @@ void add_elementwise_cases(Cases& c) {
            [](auto& x) { return silu(x[0]) * sigmoid(x[0]) + exp(x[0] * 0.5); });
 }
 
+// The gated delta rule, one row per registry entry, chunk size (16, and 64 over a single partial
+// chunk) and packing (B = 2 rows, or 3 sequences packed in one): q, k, v, the raw gates and h0
+// drawn normal and shaped as the layer shapes them (k L2-normalised, g = -softplus / 10, beta =
+// sigmoid; ssd has no beta), GVA (2 value heads over 1 key head); the output o with the final
+// state ht appended, so every input's gradient and both outputs are checked: fp64 finite
+// differences, and CUDA against CPU (bf16 within 5e-2: the gates' three ops round, and the CUDA
+// kernels round their operands to bf16 where the CPU's compute in fp32).
+void add_gated_delta_rule_cases(Cases& c) {
+  for (const gdr::Implementation& impl : gdr::implementations())
+    for (int chunk : {16, 64})
+      for (bool packed : {false, true}) {
+        const int64_t B = packed ? 1 : 2, T = packed ? 23 : 13, N = packed ? 3 : 2;
+        std::vector<In> inputs = {In::normal({B, T, 1, 4}), In::normal({B, T, 1, 4}),
+                                  In::normal({B, T, 2, 4}), In::normal({B, T, 2}),
+                                  In::normal({N, 2, 4, 4}, 0.5)};
+        if (impl.delta_rule) inputs.push_back(In::normal({B, T, 2}));
+        GdrOptions opt;
+        opt.use(impl);
+        opt.chunk_size = chunk;
+        opt.output_final_state = true;
+        if (packed) opt.cu_seqlens = {0, 7, 16, 23};
+        const bool beta = impl.delta_rule;
+        add_checked(
+            c,
+            std::string("gated_delta_rule_") + impl.name + "_c" + std::to_string(chunk) +
+                (packed ? "_packed" : ""),
+            std::move(inputs), [opt, beta](auto& x) {
+              const Tensor g = mul(softplus(x[3]), -0.1);
+              // h0 in the accumulator type (fp32 for 16-bit inputs), as the kernels keep states
+              const Tensor h0 =
+                  cast(x[4], x[4].dtype() == DType::float64 ? DType::float64 : DType::float32);
+              const GdrOutput r = gated_delta_rule(x[0], l2_norm(x[1], 1e-6), x[2], g,
+                                                   beta ? sigmoid(x[5]) : Tensor(), opt, h0);
+              return concat({reshape(r.o, {-1}), reshape(cast(r.ht, r.o.dtype()), {-1})}, 0);
+            });
+        c.back().tolerance = Tolerance{1e-10, 2e-4, 5e-2};
+      }
+}
+
 Cases build_table() {
   Cases cases;
   add_gradcheck_cases(cases);
   add_attention_cases(cases);
+  add_gated_delta_rule_cases(cases);
   add_reduction_cases(cases);
   add_matmul_cases(cases);
   add_softmax_cases(cases);
