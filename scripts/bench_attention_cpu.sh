@@ -1,49 +1,5 @@
 #!/usr/bin/env bash
-# gdn's CPU attention against PyTorch's F.scaled_dot_product_attention (scripts/torch_attention.py
-# on PyPI's current torch, scripts/torch_venv.sh), eager and torch.compile'd, fwd_bwd at B=1 H=4
-# D=64 fp32, alternately in one run, ROUNDS rounds, best of the rounds each: prints the times, the
-# speed-ups, and gdn's GFLOP/s as a fraction of the sgemm rate `gdn bench` measured in the same
-# run (FLOPs as flash-attention counts them). Writes OUT_DIR/summary.json with both sides' versions.
+# gdn's CPU attention against PyTorch's F.scaled_dot_product_attention, eager and compiled
+# (scripts/bench_kernel_cpu.sh attention; its header has the details).
 # Usage: scripts/bench_attention_cpu.sh [GDN] [OUT_DIR] [ROUNDS] [T ...]   (T default: 2048 4096)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-gdn=${1:-build/gdn} out=${2:-runs/bench-attention} rounds=${3:-2}
-shift $(($# < 3 ? $# : 3))
-seqs=${*:-2048 4096}
-threads=$(nproc)
-python=${PYTHON:-$(scripts/torch_venv.sh)}
-mkdir -p "$out"
-rm -f "$out"/*.json
-for T in $seqs; do
-  for round in $(seq 1 "$rounds"); do
-    "$gdn" bench --impls attention --modes fwd_bwd --batch 1 --heads 4 --seq "$T" --dims 64 \
-      --dtypes float32 --repeats 5 --no-reference --out "$out/gdn-T$T-$round.json" >/dev/null 2>&1
-    for mode in eager compile; do
-      flag=$([ $mode = compile ] && echo --compile || true)
-      # shellcheck disable=SC2086
-      "$python" scripts/torch_attention.py --impl sdpa $flag --seq "$T" --heads 4 --dim 64 \
-        --repeats 5 --threads "$threads" --out "$out/torch_$mode-T$T-$round.json" >/dev/null 2>&1
-    done
-    echo "T=$T round $round done" >&2
-  done
-done
-"$python" - "$out" $seqs <<'PY'
-import glob, json, sys
-out, seqs = sys.argv[1], sys.argv[2:]
-fastest = lambda pat: min((json.load(open(f)) for f in glob.glob(f"{out}/{pat}")), key=lambda r: r["median_ms"])
-print(f"{'T':>6} {'gdn ms':>8} {'sdpa ms':>8} {'compiled':>9} {'vs sdpa':>8} {'vs compiled':>12}"
-      f" {'gdn GFLOP/s':>12} {'of sgemm now':>13}")
-rows = []
-for T in seqs:
-    gdn = min((json.load(open(f))["results"][0] for f in glob.glob(f"{out}/gdn-T{T}-*.json")),
-              key=lambda r: r["median_ms"])
-    e, c = fastest(f"torch_eager-T{T}-*.json"), fastest(f"torch_compile-T{T}-*.json")
-    g = gdn["median_ms"]
-    print(f"{T:>6} {g:8.1f} {e['median_ms']:8.1f} {c['median_ms']:9.1f} {e['median_ms'] / g:7.2f}x"
-          f" {c['median_ms'] / g:11.2f}x {gdn['gflops']:12.1f} {100 * gdn.get('frac_peak_this_run', float('nan')):12.1f}%")
-    rows.append({"seq": T, "gdn": gdn, "torch_sdpa": e, "torch_sdpa_compile": c,
-                 "vs_sdpa": e["median_ms"] / g, "vs_sdpa_compile": c["median_ms"] / g})
-peer = {k: rows[0]["torch_sdpa"].get(k) for k in ("torch", "blas", "cpu_capability", "threads")}
-json.dump({"peer": peer, "rows": rows}, open(f"{out}/summary.json", "w"), indent=1)
-print(f"peer: torch {peer['torch']} ({peer['blas']}, {peer['cpu_capability']}, {peer['threads']} threads)")
-PY
+exec "$(dirname "$0")/bench_kernel_cpu.sh" attention "$@"

@@ -11,8 +11,6 @@ runs it alternately with `gdn bench --impls attention`, on PyPI's PyTorch (scrip
 import argparse
 import json
 import math
-import statistics
-import time
 
 import os
 import sys
@@ -21,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_peer import maybe_compile, versions  # noqa: E402
+from torch_peer import kernel_args, maybe_compile, time_calls, versions  # noqa: E402
 
 
 def math_attention(q, k, v, window=0):
@@ -59,18 +57,9 @@ def check(window, attention):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=2048)
-    ap.add_argument("--dim", type=int, default=64)
+    ap = kernel_args(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     ap.add_argument("--window", type=int, default=0)
-    ap.add_argument("--mode", choices=["fwd", "fwd_bwd"], default="fwd_bwd")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: its default)")
     ap.add_argument("--impl", choices=["sdpa", "math"], default="sdpa")
-    ap.add_argument("--compile", action="store_true", help="torch.compile it (inductor)")
-    ap.add_argument("--out", help="write the JSON row here")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -80,29 +69,11 @@ def main():
     torch.manual_seed(1)
     shape = (a.batch, a.heads, a.seq, a.dim)
     q, k, v = (torch.randn(shape, requires_grad=a.mode == "fwd_bwd") for _ in range(3))
-    d_o = torch.randn(shape)
 
-    def step():
-        if a.mode == "fwd":
-            with torch.no_grad():
-                run(q, k, v, a.window)
-            return
-        run(q, k, v, a.window).backward(d_o)
-        for x in (q, k, v):
-            x.grad = None
-
-    step()  # warm-up (compiles, with --compile)
-    step()
-    times = []
-    for _ in range(a.repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
+    median, q1, q3 = time_calls(run, [q, k, v], a.mode, a.repeats, a.window)
     row = {"impl": f"torch_{a.impl}" + ("_compile" if a.compile else ""), "mode": a.mode, "batch": a.batch, "heads": a.heads, "seq": a.seq,
            "dk": a.dim, "dv": a.dim, "dtype": "float32", "window": a.window,
-           "median_ms": statistics.median(times), "q1_ms": times[len(times) // 4],
-           "q3_ms": times[(3 * len(times)) // 4], **versions()}
+           "median_ms": median, "q1_ms": q1, "q3_ms": q3, **versions()}
     print(json.dumps(row))
     if a.out:
         with open(a.out, "w") as f:
