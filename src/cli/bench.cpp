@@ -183,125 +183,149 @@ double interleaved_ratio(const TimedCall& packed, const TimedCall& unpacked, int
   return n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
 }
 
-// Runs and measures one row; `timed` (when given) receives its timed call. others_bytes: device
-// memory kept alive by other rows' timed calls, left out of peak_mb.
+// One row's call: the case's inputs on the device in its dtype and the kernel's options. run()
+// is the forward (or forward and backward) the warm-up measures and the timing repeats.
+struct GdrCall {
+  Tensor q, k, v, g, beta, d_o;
+  ops::GdrOptions opt;
+  bool fwd_bwd = false;
+  Device dev;
+
+  // Outputs and gradients of one call (kept only when asked).
+  struct Result {
+    Tensor o, dq, dk, dv, dg, dbeta;
+    int64_t residual_bytes = 0;
+  };
+  Result run(bool keep) const {
+    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
+                          beta.defined() ? beta.detach() : Tensor()};
+    Result r;
+    if (!fwd_bwd) {
+      autograd::NoGradGuard ng;
+      r.o = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o;
+    } else {
+      for (auto& t : x)
+        if (t.defined()) t.set_requires_grad(true);
+      auto out = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
+      if (keep) r.residual_bytes = out.o.grad_fn()->saved_bytes() - inputs_bytes();
+      out.o.backward(d_o);
+      if (keep) {
+        r.o = out.o.detach();
+        r.dq = x[0].grad(), r.dk = x[1].grad(), r.dv = x[2].grad(), r.dg = x[3].grad();
+        if (x[4].defined()) r.dbeta = x[4].grad();
+      }
+    }
+    device_synchronize(dev);
+    return r;
+  }
+  int64_t inputs_bytes() const {
+    return int64_t(q.nbytes() + k.nbytes() + v.nbytes() + g.nbytes() +
+                   (beta.defined() ? beta.nbytes() : 0));
+  }
+};
+
+GdrCall gdr_call(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
+                 const std::string& mode, const CaseInputs& in64) {
+  GdrCall call;
+  call.dev = parse_device(a.device);
+  call.fwd_bwd = mode == "fwd_bwd";
+  call.opt.use(impl);
+  call.opt.chunk_size = c.chunk;
+  call.opt.cu_seqlens = c.cu_seqlens;
+  auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), call.dev); };
+  call.q = to_case(in64.q), call.k = to_case(in64.k), call.v = to_case(in64.v);
+  call.g = to_case(in64.g), call.d_o = to_case(in64.d_o);
+  if (impl.delta_rule) call.beta = to_case(in64.beta);
+  return call;
+}
+
+// The warm-up call, measured: its outputs (for the errors) and the row's memory fields.
+GdrCall::Result measure_memory(const GdrCall& call, int64_t others_bytes, json& r) {
+  reset_peak_memory(call.dev);
+  const MemoryStats before = memory_stats(call.dev);
+  GdrCall::Result out = call.run(true);
+  const MemoryStats s = memory_stats(call.dev);
+  // Scratch beyond what was live before, the outputs and the gradients.
+  const int64_t temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
+                            before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
+  const double mb = 1.0 / (1024.0 * 1024.0);
+  r["temp_mb"] = double(temp_peak) * mb;
+  r["residual_mb"] = double(out.residual_bytes) * mb;
+  r["peak_mb"] = double(s.peak - others_bytes) * mb;  // without other rows' kept inputs
+  r["inputs_mb"] = double(call.inputs_bytes()) * mb;
+  return out;
+}
+
+// A CUDA fused row's plan: its V tile and chunk, or why the chunked kernels ran instead.
+void fused_plan_fields(const gdr::Problem& p, const GdrCall& call, DType dtype, json& r) {
+#if defined(GDN_WITH_CUDA)
+  if (!call.dev.is_cuda() || p.impl != gdr::Impl::fused) return;
+  const int64_t in_bytes = dtype_size(dtype);
+  for (bool backward : {false, true}) {
+    if (backward && !call.fwd_bwd) continue;
+    const std::string why = gdr::cuda_fused_fallback(p, backward, in_bytes);
+    if (!why.empty()) r[backward ? "fallback_bwd" : "fallback_fwd"] = "chunked: " + why;
+  }
+  if (r.contains("fallback_fwd") || r.contains("fallback_bwd")) {
+    std::fprintf(stderr, "gdn bench: fused ran as chunked on this GPU (%s)\n",
+                 std::string(r.value("fallback_fwd", r.value("fallback_bwd", ""))).c_str());
+  } else {
+    const gdr::fused::Plan plan = gdr::cuda_fused_plan(p, call.fwd_bwd, in_bytes);
+    r["fused_vt"] = plan.vt;
+    r["fused_sub"] = plan.sub;  // the kernels' chunk: p.chunk, or sub-chunks where it did not fit
+  }
+#else
+  (void)p, (void)call, (void)dtype, (void)r;
+#endif
+}
+
+// rel_err of o and of every gradient against the fp64 reference.
+void error_fields(const GdrCall::Result& out, const Reference& ref, bool fwd_bwd, json& r) {
+  r["rel_err"] = rel_err(out.o.to_vector(), ref.o);
+  if (!fwd_bwd) return;
+  json e = {{"q", rel_err(out.dq.to_vector(), ref.dq)},
+            {"k", rel_err(out.dk.to_vector(), ref.dk)},
+            {"v", rel_err(out.dv.to_vector(), ref.dv)},
+            {"log_alpha", rel_err(out.dg.to_vector(), ref.dg)}};
+  if (out.dbeta.defined()) e["beta"] = rel_err(out.dbeta.to_vector(), ref.dbeta);
+  r["rel_err_grads"] = e;
+}
+
+// Runs and measures one row: the warm-up call (memory, errors), then the timing; `timed` (when
+// given) receives its timed call. others_bytes: device memory kept alive by other rows' timed
+// calls, left out of peak_mb.
 json run_case(const BenchArgs& a, const Case& c, const gdr::Implementation& impl,
               const std::string& mode, const CaseInputs& in64, const Reference* ref,
               const DevicePeak& peak, TimedCall* timed, int64_t others_bytes) {
-  const Device dev = parse_device(a.device);
-  const bool fwd_bwd = mode == "fwd_bwd";
-  ops::GdrOptions opt;
-  opt.use(impl);
-  opt.chunk_size = c.chunk;
-  opt.cu_seqlens = c.cu_seqlens;
-  const bool ssd = !impl.delta_rule;
-
-  auto to_case = [&](const Tensor& t) { return ops::to_device(ops::cast(t, c.dtype), dev); };
-  Tensor q = to_case(in64.q), k = to_case(in64.k), v = to_case(in64.v), g = to_case(in64.g);
-  Tensor beta = ssd ? Tensor() : to_case(in64.beta), d_o = to_case(in64.d_o);
-  const int64_t inputs_bytes = int64_t(q.nbytes() + k.nbytes() + v.nbytes() + g.nbytes() +
-                                       (beta.defined() ? beta.nbytes() : 0));
-
-  int64_t residual_bytes = 0, temp_peak = 0, total_peak = 0;
-  Tensor dq, dk, dv, dg, dbeta, o;
-  // The warm-up call: correctness (the outputs) and memory.
-  auto measured = [&] {
-    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
-                          beta.defined() ? beta.detach() : Tensor()};
-    reset_peak_memory(dev);
-    const MemoryStats before = memory_stats(dev);
-    if (!fwd_bwd) {
-      autograd::NoGradGuard ng;
-      o = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o;
-    } else {
-      for (auto& t : x)
-        if (t.defined()) t.set_requires_grad(true);
-      auto r = ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
-      residual_bytes = r.o.grad_fn()->saved_bytes() - inputs_bytes;
-      r.o.backward(d_o);
-      o = r.o.detach();
-      dq = x[0].grad(), dk = x[1].grad(), dv = x[2].grad(), dg = x[3].grad();
-      if (x[4].defined()) dbeta = x[4].grad();
-    }
-    device_synchronize(dev);
-    const MemoryStats s = memory_stats(dev);
-    total_peak = s.peak;
-    // Scratch beyond what was live before, the outputs and the gradients.
-    temp_peak = s.max[int(MemCategory::temp)] + s.max[int(MemCategory::workspace)] -
-                before.cur(MemCategory::temp) - before.cur(MemCategory::workspace);
-  };
-  measured();
+  const GdrCall call = gdr_call(a, c, impl, mode, in64);
   json r = row_of(impl.name, mode, c);
-  r["device"] = dev.str();
+  r["device"] = call.dev.str();
+  const GdrCall::Result out = measure_memory(call, others_bytes, r);
   // The timed call keeps copies of the inputs, so it outlives this function.
-  const std::function<void()> call = [q, k, v, g, beta, d_o, opt, fwd_bwd, dev] {
-    std::vector<Tensor> x{q.detach(), k.detach(), v.detach(), g.detach(),
-                          beta.defined() ? beta.detach() : Tensor()};
-    if (!fwd_bwd) {
-      autograd::NoGradGuard ng;
-      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt);
-    } else {
-      for (auto& t : x)
-        if (t.defined()) t.set_requires_grad(true);
-      ops::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], opt).o.backward(d_o);
-    }
-    device_synchronize(dev);
-  };
-  Timing t = time_it(call, a.repeats, a.min_sample_ms);
+  const std::function<void()> timed_call = [call] { call.run(false); };
+  const Timing t = time_it(timed_call, a.repeats, a.min_sample_ms);
   if (timed) {
     // Bytes the call keeps alive beyond the case's own fp64 inputs (which it aliases when the
     // case runs in fp64 on the CPU).
     int64_t held = 0;
-    const std::pair<const Tensor*, const Tensor*> kept[] = {{&q, &in64.q},       {&k, &in64.k},
-                                                            {&v, &in64.v},       {&g, &in64.g},
-                                                            {&beta, &in64.beta}, {&d_o, &in64.d_o}};
+    const std::pair<const Tensor*, const Tensor*> kept[] = {
+        {&call.q, &in64.q}, {&call.k, &in64.k},       {&call.v, &in64.v},
+        {&call.g, &in64.g}, {&call.beta, &in64.beta}, {&call.d_o, &in64.d_o}};
     for (const auto& [x, x64] : kept)
       if (x->defined() && x->storage() != x64->storage()) held += int64_t(x->nbytes());
-    *timed = TimedCall{call, t.inner, held};
+    *timed = TimedCall{timed_call, t.inner, held};
   }
   r["inner"] = t.inner;
   r["median_ms"] = t.median_ms;
   r["q1_ms"] = t.q1_ms;
   r["q3_ms"] = t.q3_ms;
-  const double mb = 1.0 / (1024.0 * 1024.0);
-  r["temp_mb"] = double(temp_peak) * mb;
-  r["residual_mb"] = double(residual_bytes) * mb;
-  r["peak_mb"] = double(total_peak - others_bytes) * mb;  // without other rows' kept inputs
-  r["inputs_mb"] = double(inputs_bytes) * mb;
-  gdr::Problem p = ops::gdr_problem(q, k, v, g, beta, opt, Tensor());
-#if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda() && p.impl == gdr::Impl::fused) {
-    // Where the fused plan does not fit this GPU, the chunked kernels ran: say so in the row.
-    const int64_t in_bytes = dtype_size(c.dtype);
-    for (bool backward : {false, true}) {
-      if (backward && !fwd_bwd) continue;
-      const std::string why = gdr::cuda_fused_fallback(p, backward, in_bytes);
-      if (!why.empty()) r[backward ? "fallback_bwd" : "fallback_fwd"] = "chunked: " + why;
-    }
-    if (r.contains("fallback_fwd") || r.contains("fallback_bwd")) {
-      std::fprintf(stderr, "gdn bench: fused ran as chunked on this GPU (%s)\n",
-                   std::string(r.value("fallback_fwd", r.value("fallback_bwd", ""))).c_str());
-    } else {
-      const gdr::fused::Plan plan = gdr::cuda_fused_plan(p, fwd_bwd, in_bytes);
-      r["fused_vt"] = plan.vt;
-      r["fused_sub"] = plan.sub;  // the kernels' chunk: p.chunk, or sub-chunks where it did not fit
-    }
-  }
-#endif
-  const double flops = gdr::forward_flops(p) + (fwd_bwd ? gdr::backward_flops(p) : 0.0);
+  const gdr::Problem p =
+      ops::gdr_problem(call.q, call.k, call.v, call.g, call.beta, call.opt, Tensor());
+  fused_plan_fields(p, call, c.dtype, r);
+  const double flops = gdr::forward_flops(p) + (call.fwd_bwd ? gdr::backward_flops(p) : 0.0);
   r["gflops"] = flops / (t.median_ms * 1e-3) * 1e-9;
   add_peak_fields(peak, r);
-  if (ref) {
-    r["rel_err"] = rel_err(o.to_vector(), ref->o);
-    if (fwd_bwd) {
-      json e = {{"q", rel_err(dq.to_vector(), ref->dq)},
-                {"k", rel_err(dk.to_vector(), ref->dk)},
-                {"v", rel_err(dv.to_vector(), ref->dv)},
-                {"log_alpha", rel_err(dg.to_vector(), ref->dg)}};
-      if (!ssd) e["beta"] = rel_err(dbeta.to_vector(), ref->dbeta);
-      r["rel_err_grads"] = e;
-    }
-  }
+  if (ref) error_fields(out, *ref, call.fwd_bwd, r);
   return r;
 }
 
