@@ -238,6 +238,113 @@ TEST(RunSafety, TrainingTwiceIntoOneDirectoryIsRefusedResumeAndOverwriteWork) {
   EXPECT_TRUE(fs::exists(train::resolve_checkpoint(run)));
 }
 
+// One run, one owner (src/io/run_lock.h): two trainers started together into one directory,
+// at any offset: exactly one trains, the other exits 1 naming the directory and the holder, and
+// metrics.jsonl has each step once. The same for two --resume of one run, and --overwrite of a
+// run being trained is refused.
+TEST(RunSafety, TwoProcessesInOneRunDirectoryOneTrains) {
+  ASSERT_GDN_BUILT();
+  TempDir dir("gdn_run_safety_lock");
+  const std::string root = dir.path.string(), run = root + "/run";
+  const std::string cfg = write_tiny_config(root, 30);
+  // Started together; then one started once the first has written its first record.
+  for (bool offset : {false, true}) {
+    SCOPED_TRACE(offset ? "second started after the first's first step" : "started together");
+    fs::remove_all(run);
+    Gdn first({"train", cfg, "--quiet"}, root);
+    if (offset)
+      for (int i = 0; i < 1000 && logged_steps(run).empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    Gdn second({"train", cfg, "--quiet"}, root);
+    const int a = first.wait(), b = second.wait();
+    EXPECT_EQ((a == 0) + (b == 0), 1) << "exit statuses " << a << " and " << b;
+    const std::string refused = a == 0 ? second.stderr_text() : first.stderr_text();
+    EXPECT_TRUE(contains(refused, "the run directory " + run + " is in use by another process") ||
+                contains(refused, "already holds a run"))
+        << refused;
+    EXPECT_EQ(logged_steps(run), steps_1_to(30));
+  }
+  // The first is training: a second --overwrite is refused naming the holder's pid and host.
+  {
+    fs::remove_all(run);
+    Gdn first({"train", cfg, "--quiet", "--set", "train.steps=400"}, root);
+    for (int i = 0; i < 1000 && logged_steps(run).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::string err;
+    EXPECT_EQ(run_gdn({"train", cfg, "--quiet", "--overwrite"}, root, &err), 1);
+    EXPECT_TRUE(contains(err, "is in use by another process (pid ")) << err;
+    EXPECT_TRUE(contains(err, "gdn train)")) << err;
+    kill(first.pid, SIGINT);  // saves and stops
+    EXPECT_EQ(first.wait(), 128 + SIGINT);
+  }
+  // Two --resume of one run at once: one continues it, the other is refused.
+  fs::remove_all(run);
+  ASSERT_EQ(run_gdn({"train", cfg, "--quiet", "--set", "train.steps=4"}, root), 0);
+  Gdn r1({"train", "--quiet", "--resume", run, "--set", "train.steps=30"}, root);
+  Gdn r2({"train", "--quiet", "--resume", run, "--set", "train.steps=30"}, root);
+  const int a = r1.wait(), b = r2.wait();
+  EXPECT_EQ((a == 0) + (b == 0), 1) << "exit statuses " << a << " and " << b;
+  EXPECT_EQ(logged_steps(run), steps_1_to(30));
+}
+
+// A resume continues the same model on the same tokens: a --set that changes the model, the run's
+// data.tokenizer or data.inputs, or a data.dir whose tokenizer is not the checkpoint's, is refused
+// naming both sides; a data.dir of the same tokenizer (more text) resumes.
+TEST(RunSafety, AResumeContinuesTheSameModelOnTheSameTokens) {
+  ASSERT_GDN_BUILT();
+  TempDir dir("gdn_run_safety_same_run");
+  const std::string root = dir.path.string(), run = root + "/run";
+  const std::string cfg = write_tiny_config(root);
+  std::string err;
+  ASSERT_EQ(run_gdn({"train", cfg, "--quiet"}, root, &err), 0) << err;
+  const std::string resume_to_6[] = {"train", "--quiet", "--resume", run, "--set", "train.steps=6"};
+  const auto resume_with = [&](const std::string& set) {
+    std::vector<std::string> args(std::begin(resume_to_6), std::end(resume_to_6));
+    args.insert(args.end(), {"--set", set});
+    return run_gdn(args, root, &err);
+  };
+  EXPECT_EQ(resume_with("model.norm_eps=0.1"), 1);
+  EXPECT_TRUE(contains(err, "norm_eps (0.1 vs 1e-06)")) << err;
+  EXPECT_EQ(resume_with("data.tokenizer=sentencepiece"), 1);
+  EXPECT_TRUE(contains(err, "says tokenizer 'byte', the config says data.tokenizer: sentencepiece"))
+      << err;
+  EXPECT_EQ(resume_with("data.inputs=[" + root + "]"), 1);
+  EXPECT_TRUE(contains(
+      err, "was prepared from data.inputs [" + root + "/corpus], the config says [" + root + "]"))
+      << err;
+  EXPECT_EQ(logged_steps(run), steps_1_to(4)) << "a refused resume wrote to the run";
+
+  // Other text through the same (byte) tokenizer: the run continues on it.
+  test::write_corpus(fs::path(root) / "other", 2, 80, [](int f, int i) {
+    return "other words " + std::to_string(f * 1000 + i * 7) + ": lorem ipsum dolor sit amet";
+  });
+  ASSERT_EQ(run_gdn({"prepare-data", "--input", root + "/other", "--val-fraction", "0.3", "--out",
+                     root + "/byte_other"},
+                    root, &err),
+            0)
+      << err;
+  EXPECT_EQ(resume_with("data.dir=" + root + "/byte_other"), 0) << err;
+  EXPECT_EQ(logged_steps(run), steps_1_to(6));
+
+  // Two SentencePiece tokenizers of one vocabulary size, trained on other text.
+  for (const auto& [input, out] : std::vector<std::pair<std::string, std::string>>{
+           {root + "/corpus", root + "/sp_a"}, {root + "/other", root + "/sp_b"}})
+    ASSERT_EQ(run_gdn({"prepare-data", "--input", input, "--tokenizer", "sentencepiece",
+                       "--vocab-size", "300", "--val-fraction", "0.3", "--out", out},
+                      root, &err),
+              0)
+        << err;
+  ASSERT_EQ(run_gdn({"train", cfg, "--quiet", "--overwrite", "--set", "data.dir=" + root + "/sp_a",
+                     "--set", "model.vocab_size=300"},
+                    root, &err),
+            0)
+      << err;
+  EXPECT_EQ(resume_with("data.dir=" + root + "/sp_b"), 1);
+  EXPECT_TRUE(contains(err, "the data's tokenizer is sentencepiece (vocab 300") &&
+              contains(err, "the checkpoint was trained on sentencepiece (vocab 300"))
+      << err;
+}
+
 TEST(RunSafety, ARunWithoutACheckpointIsRefusedToo) {
   ASSERT_GDN_BUILT();
   TempDir dir("gdn_run_safety_no_checkpoint");

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gdn {
 
@@ -25,6 +26,13 @@ std::string str_cat(const Args&... args) {
 template <typename... Args>
 std::string str_cat(const Args&... args) {
   return detail::str_cat(args...);
+}
+
+// "a, b, c" from {a, b, c} and ", ", for messages.
+inline std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
+  return s;
 }
 
 }  // namespace gdn

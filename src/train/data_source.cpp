@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "src/data/meta.h"
 #include "src/data/mqar.h"
 #include "src/data/prepare.h"
+#include "src/io/atomic_file.h"
 #include "src/ops/ops.h"
 
 namespace gdn::train {
@@ -144,9 +147,41 @@ class MqarData final : public DataSource {
   std::string describe_;
 };
 
+// RUN_DIR/data was prepared from this run's data.inputs and data.tokenizer: a config that now
+// names others (a --set on resume) would otherwise train on the old data without a word.
+void check_run_data_matches(const RunConfig& cfg, const std::string& dir) {
+  const std::string meta_path = (fs::path(dir) / "meta.json").string();
+  const nlohmann::json meta =
+      nlohmann::json::parse(io::read_regular_file(meta_path), nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) return;  // open_prepared names what is wrong with it
+  const std::string want_tokenizer{enum_name(cfg.data.tokenizer)};
+  const std::vector<std::string> want_inputs =
+      cfg.data.inputs.empty() ? std::vector<std::string>{"(default corpus)"} : cfg.data.inputs;
+  const auto tokenizer = meta.find("tokenizer");
+  const auto inputs = meta.find("inputs");
+  const std::string hint = str_cat(
+      ": the run's data was prepared once, from the config it started with. Keep data.tokenizer ",
+      "and data.inputs as they were, or (for a new run: --overwrite, or another train.out_dir) ",
+      "delete ", dir, " to prepare it again");
+  if (tokenizer != meta.end() && tokenizer->is_string())
+    GDN_CHECK(*tokenizer == want_tokenizer, meta_path, " says tokenizer '",
+              tokenizer->get<std::string>(), "', the config says data.tokenizer: ", want_tokenizer,
+              hint);
+  if (inputs != meta.end() && inputs->is_array()) {
+    std::vector<std::string> had;
+    for (const auto& i : *inputs)
+      if (i.is_string()) had.push_back(i.get<std::string>());
+    GDN_CHECK(had == want_inputs, meta_path, " was prepared from data.inputs [", join(had, ", "),
+              "], the config says [", join(want_inputs, ", "), "]", hint);
+  }
+}
+
 // Prepares RUN_DIR/data once (rank 0); later runs and resumes reuse it.
 void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
-  if (fs::exists(fs::path(dir) / "meta.json")) return;
+  if (fs::exists(fs::path(dir) / "meta.json")) {
+    if (cfg.data.dir.empty()) check_run_data_matches(cfg, dir);
+    return;
+  }
   GDN_CHECK(cfg.data.dir.empty(), "data.dir ", cfg.data.dir,
             " has no meta.json: prepare it with `gdn prepare-data --out ", cfg.data.dir, "`");
   GDN_CHECK(rank == 0, "data in ", dir, " is not prepared (rank 0 prepares it)");

@@ -21,12 +21,6 @@ bool has_weights(const fs::path& dir) {
   return fs::exists(dir / "model.safetensors") || fs::exists(dir / "model.safetensors.index.json");
 }
 
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
-  return s;
-}
-
 std::string describe(const data::Tokenizer& t) {
   return str_cat(t.name(), " (vocab ", t.vocab_size(), ", bos ", t.bos_id(), ", eos ", t.eos_id(),
                  ")");

@@ -18,6 +18,10 @@
 #include "src/train/metrics.h"
 #include "src/train/run_config.h"
 
+namespace gdn::io {
+class RunLock;
+}  // namespace gdn::io
+
 namespace gdn::dist {
 class Communicator;
 class GradReducer;
@@ -65,12 +69,15 @@ class Trainer {
 
  private:
   // The construction steps, in the order the constructor takes them (trainer_setup.cpp).
-  std::string resolve_run_dir();  // run_dir_; returns the checkpoint to resume ("": none)
+  std::string resolve_run_dir();  // run_dir_ (locked); returns the checkpoint to resume ("": none)
+  void lock_run_dir();            // lock_: this process owns run_dir_ (writers, rank 0)
   void connect_ranks();           // device_ and comm_: one GPU per local rank under mpirun
   void open_data();               // the run directory, then the data (rank 0 prepares it first)
   void build_model();             // fp32 master weights initialized from train.seed
   void build_optimizer();         // with ZeRO-1, this rank's shard; and the lr schedule
   void init_state(const std::string& checkpoint);  // fresh, or resumed from the checkpoint
+  // The checkpoint's model is this config's, its tokenizer the data's (else a named error).
+  void check_resume_is_the_same_run(const std::string& checkpoint) const;
   void init_data_parallel();        // agreement checks, weights from rank 0, the gradient reducer
   void open_metrics(bool resumed);  // config.yaml, metrics.jsonl, the FLOP rates
   void print_banner() const;        // model, data, ranks and run dir on stderr
@@ -96,6 +103,7 @@ class Trainer {
   RunConfig cfg_;
   TrainerOptions options_;
   std::string run_dir_;
+  std::unique_ptr<io::RunLock> lock_;  // held for the trainer's life (src/io/run_lock.h)
   Device device_;
   std::shared_ptr<dist::Communicator> comm_;
   std::unique_ptr<nn::CausalLM> model_;

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "src/data/hf_tokenizer.h"
 #include "src/dist/communicator.h"
 #include "src/dist/consistency.h"
 #include "src/dist/grad_reducer.h"
 #include "src/dist/zero.h"
 #include "src/io/atomic_file.h"
+#include "src/io/run_lock.h"
 #include "src/train/flops.h"
 #include "src/train/gemm_bound.h"
 #include "src/train/model_io.h"
@@ -53,9 +55,20 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions options)
 
 Trainer::~Trainer() = default;
 
+void Trainer::lock_run_dir() {
+  // One writer per run directory; rank 0 writes for every rank, so it alone takes the lock
+  // (before anything in the directory is read). Readers (eval, generate) take none.
+  if (options_.read_only || dist::launch_info().rank != 0) return;
+  lock_ = io::RunLock::acquire(run_dir_,
+                               options_.resume.empty()
+                                   ? (options_.overwrite ? "gdn train --overwrite" : "gdn train")
+                                   : "gdn train --resume");
+}
+
 std::string Trainer::resolve_run_dir() {
   if (options_.resume.empty()) {
     run_dir_ = cfg_.train.out_dir;
+    lock_run_dir();
     // Every rank looks before any writes (rank 0 writes nothing that counts before the barrier
     // in open_data), so all refuse alike.
     const std::vector<std::string> traces = run_traces(run_dir_);
@@ -75,9 +88,11 @@ std::string Trainer::resolve_run_dir() {
   }
   GDN_CHECK(!options_.overwrite, "--overwrite starts a fresh run and --resume ", options_.resume,
             " continues one: give one of them");
-  const std::string checkpoint = resolve_checkpoint(options_.resume);
   run_dir_ = run_dir_of(options_.resume);
-  return checkpoint;
+  // A run to continue exists: lock it before reading (a missing one is resolve_checkpoint's error).
+  std::error_code ec;
+  if (fs::is_directory(run_dir_, ec)) lock_run_dir();
+  return resolve_checkpoint(options_.resume);
 }
 
 void Trainer::connect_ranks() {
@@ -134,6 +149,49 @@ void Trainer::build_optimizer() {
   schedule_ = make_schedule(cfg_.train);
 }
 
+namespace {
+
+// What tells two tokenizers apart: kind, vocabulary, special ids and the ids of a probe text
+// (ASCII, accents, CJK, emoji, code), hashed: two SentencePiece models of one vocabulary size
+// encode it differently.
+std::string tokenizer_identity(const data::Tokenizer& t) {
+  static const char kProbe[] =
+      "The quick brown fox, 1234 jumps!\n\tdef f(x): return x ** 2  # café naïve 日本語 🙂 "
+      "<|endoftext|> Zürich-Straße  \u00e9\u00e8";
+  std::vector<int32_t> ids;
+  t.encode_append(kProbe, ids);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids
+  for (int32_t id : ids)
+    for (int b = 0; b < 4; ++b) h = (h ^ ((uint32_t(id) >> (8 * b)) & 0xff)) * 1099511628211ull;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", (unsigned long long)h);
+  return str_cat(t.name(), " (vocab ", t.vocab_size(), ", bos ", t.bos_id(), ", eos ", t.eos_id(),
+                 ", probe ", hash, ")");
+}
+
+}  // namespace
+
+// A resume continues the same model on the same tokens: the checkpoint's config.json must
+// describe this config's model (execution keys aside, as eval and forward compare them), and its
+// tokenizer must be the data's.
+void Trainer::check_resume_is_the_same_run(const std::string& checkpoint) const {
+  const nn::ModelConfig saved = load_config_json(checkpoint);
+  const std::vector<std::string> diff = nn::model_differences(cfg_.model, saved);
+  GDN_CHECK(diff.empty(), "--resume ", checkpoint,
+            ": this config and the checkpoint's config.json ",
+            "describe different models: ", join(diff, ", "),
+            " (values: now vs the checkpoint's). A resume ",
+            "continues the same model: drop the --set of those keys, or start a new run (another ",
+            "train.out_dir, or --overwrite)");
+  const data::Tokenizer* now = data_->tokenizer();
+  if (!now || !data::has_tokenizer_files(checkpoint)) return;
+  const std::string a = tokenizer_identity(*now),
+                    b = tokenizer_identity(*data::load_hf_tokenizer(checkpoint));
+  GDN_CHECK(a == b, "--resume ", checkpoint, ": the data's tokenizer is ", a,
+            ", the checkpoint was trained on ", b, ": the same ids would mean other text. Resume ",
+            "on data made with the run's tokenizer (data.dir), or start a new run");
+}
+
 void Trainer::init_state(const std::string& checkpoint) {
   state_.seed = uint64_t(cfg_.train.seed);
   if (!checkpoint.empty()) {
@@ -143,6 +201,7 @@ void Trainer::init_state(const std::string& checkpoint) {
               (fs::path(checkpoint) / "trainer_state.json").string(), ": field 'step' is ",
               loaded.step, ", beyond train.steps = ", cfg_.train.steps,
               ": raise train.steps (--set train.steps=N) to continue this run");
+    check_resume_is_the_same_run(checkpoint);
     load_weights(checkpoint, *model_);
     if (opt_layout_) {
       // The checkpoint holds every parameter's state: keep this rank's shard.
