@@ -208,6 +208,10 @@ void check_attention(const ModelConfig& c, const std::string& root, const Attent
     check(c.hidden_size <= 0 || c.hidden_size % a.num_heads == 0, "num_heads",
           str_cat("hidden_size ", c.hidden_size, " is not divisible by num_heads ", a.num_heads,
                   " (fla's Attention has head_dim = hidden_size / num_heads)"));
+    check(c.hidden_size <= 0 || (c.hidden_size / a.num_heads) % 2 == 0, "num_heads",
+          str_cat("head_dim = hidden_size / num_heads = ", c.hidden_size, " / ", a.num_heads, " = ",
+                  c.hidden_size / a.num_heads,
+                  " must be even (rotary embeddings rotate pairs of channels)"));
     check(a.num_heads % a.kv_heads() == 0, "num_kv_heads",
           str_cat("num_heads ", a.num_heads, " is not divisible by num_kv_heads ", a.kv_heads(),
                   " (grouped-query attention shares each kv head among num_heads / "

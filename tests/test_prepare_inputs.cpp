@@ -15,10 +15,10 @@
 #include "src/data/meta.h"
 #include "src/data/prepare.h"
 #include "src/data/shard.h"
-#include "src/data/temp_files.h"
 #include "src/data/text_inputs.h"
 #include "src/data/tokenizer.h"
 #include "src/data/utf8.h"
+#include "src/io/atomic_file.h"
 #include "src/train/data_source.h"
 #include "tests/test_helpers.h"
 #include "tests/tiny_runs.h"
@@ -411,7 +411,7 @@ TEST(PrepareInputs, LeftoverTemporaryFilesAreRemoved) {
     EXPECT_TRUE(fs::exists(out + "/" + kept)) << kept;
   EXPECT_TRUE(has(format_summary(s), "removed 3 temporary files"));
   // What gdn itself writes goes through temp_path_for and leaves nothing behind.
-  EXPECT_EQ(temp_path_for(out + "/x"), out + "/x.tmp." + own);
+  EXPECT_EQ(io::temp_path_for(out + "/x"), out + "/x.tmp." + own);
   size_t ours = 0;
   for (const auto& e : fs::directory_iterator(out))
     ours += has(e.path().filename().string(), ".tmp." + own) ? 1 : 0;

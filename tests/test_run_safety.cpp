@@ -427,7 +427,8 @@ TEST(RunSafety, AResumeOnAFullDiskKeepsTheGoodMetricsJsonl) {
   EXPECT_TRUE(contains(err, "File too large")) << err;
   EXPECT_EQ(read_file(run + "/metrics.jsonl"), metrics);  // the good file, whole
   EXPECT_EQ(read_file(run + "/config.yaml"), config);
-  EXPECT_FALSE(fs::exists(run + "/metrics.jsonl.tmp"));
+  for (const auto& e : fs::directory_iterator(run))  // no temporary of the child's left
+    EXPECT_NE(e.path().filename().string().rfind("metrics.jsonl.tmp", 0), 0u) << e.path();
   // With room again, the same resume truncates and continues.
   ASSERT_EQ(run_gdn({"train", "--quiet", "--resume", run + "/checkpoints/step-000002"}, root, &err),
             0)
@@ -490,12 +491,12 @@ TEST(RunSafety, MetricsLogWritesAreCheckedAndRewritesAreAtomic) {
     EXPECT_TRUE(contains(e, path) && contains(e, "File too large")) << e;
   }
   EXPECT_EQ(read_file(path), good);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_FALSE(fs::exists(io::temp_path_for(path)));
   // A directory where the temporary goes: the rewrite fails, the file stays.
-  fs::create_directories(path + ".tmp");
-  EXPECT_TRUE(contains(error_of([&] { train::MetricsLog log(path, 2); }), path + ".tmp"));
+  fs::create_directories(io::temp_path_for(path));
+  EXPECT_TRUE(contains(error_of([&] { train::MetricsLog log(path, 2); }), io::temp_path_for(path)));
   EXPECT_EQ(read_file(path), good);
-  fs::remove(path + ".tmp");
+  fs::remove(io::temp_path_for(path));
   {
     train::MetricsLog log(path, 2);
     log.write({{"step", 3}, {"loss", 1.5}});
@@ -532,11 +533,11 @@ TEST(RunSafety, AtomicWritesKeepTheOldFileOnFailure) {
     EXPECT_TRUE(contains(e, path) && contains(e, "File too large")) << e;
   }
   EXPECT_EQ(read_file(path), "old\n");
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_FALSE(fs::exists(io::temp_path_for(path)));
   // A stale temporary that is a link is replaced, never written through.
   const std::string other = dir.file("other");
   write_file(other, "keep\n");
-  fs::create_symlink(other, path + ".tmp");
+  fs::create_symlink(other, io::temp_path_for(path));
   io::write_file_atomic(path, "new\n");
   EXPECT_EQ(read_file(path), "new\n");
   EXPECT_EQ(read_file(other), "keep\n");

@@ -27,6 +27,7 @@
 #include "src/cli/bench_attention.h"
 #include "src/cli/bench_util.h"
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/io/atomic_file.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
@@ -536,17 +537,30 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();
-  cmd->add_option("--batch", a->batch, "batch size B")->capture_default_str();
-  cmd->add_option("--heads", a->heads, "heads H (= HV)")->capture_default_str();
-  cmd->add_option("--seq", a->seqs, "sequence lengths")->delimiter(',')->capture_default_str();
-  cmd->add_option("--dims", a->dims, "head dims (K = V)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch", a->batch, "batch size B")
+      ->check(whole_number(1))
+      ->capture_default_str();
+  cmd->add_option("--heads", a->heads, "heads H (= HV)")
+      ->check(whole_number(1))
+      ->capture_default_str();
+  cmd->add_option("--seq", a->seqs, "sequence lengths")
+      ->delimiter(',')
+      ->check(whole_number(1))
+      ->capture_default_str();
+  cmd->add_option("--dims", a->dims, "head dims (K = V)")
+      ->delimiter(',')
+      ->check(whole_number(1))
+      ->capture_default_str();
   cmd->add_option("--dtypes", a->dtypes, "float32,bfloat16,float64")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--chunk-sizes", a->chunks, "16,32,64")->delimiter(',')->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "timed samples per result")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed samples per result")
+      ->check(whole_number(1, 1000000))
+      ->capture_default_str();
   cmd->add_option("--min-sample-ms", a->min_sample_ms,
                   "inner iterations per sample reach at least this time")
+      ->check(real_number(0))
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--out", a->out, "write the JSON here");
@@ -555,18 +569,22 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--docs", a->docs,
                   "also pack N equal sequences into each row (cu_seqlens; B = 1, T divisible by "
                   "N), for each N; rows report vs_unpacked")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(whole_number(1));
   cmd->add_option("--peak-gflops", a->peak_gflops,
                   "the device's peak GFLOP/s for %peak (CPU default: the fp32 GEMM peak, "
-                  "measured and cached per machine)");
+                  "measured and cached per machine)")
+      ->check(real_number(0, std::numeric_limits<double>::max(), /*above_min=*/true));
   cmd->add_option("--window", a->windows,
                   "attention rows: sliding windows (a query sees itself and w - 1 keys before), "
                   "0 = full causal; a list runs each")
       ->delimiter(',')
+      ->check(whole_number(0))
       ->capture_default_str();
   cmd->add_option("--doc-lens", a->doc_lens,
                   "also pack sequences of these lengths (their sum is T; B = 1)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(whole_number(1));
   cmd->callback([a] { run(*a); });
 }
 

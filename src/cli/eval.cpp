@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/train/model_dir.h"
 
 namespace gdn::cli {
@@ -19,7 +20,8 @@ void add_eval_command(CLI::App& app) {
   ev->add_option("--data", r->data_dir,
                  "token shards to score (gdn prepare-data; default: the run's data)");
   ev->add_option("--batches", r->batches,
-                 "validation batches (default: train.eval_batches; 0 = all)");
+                 "validation batches (default: train.eval_batches; 0 = all)")
+      ->check(whole_number(0));
   ev->add_option("--set", r->sets, "override a config key: --set data.seq_len=512")
       ->expected(1)
       ->take_all();

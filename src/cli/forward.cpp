@@ -39,8 +39,7 @@ std::vector<int64_t> load_cu_seqlens(const std::string& path, const Tensor& toke
             ": offsets must be int32 or int64, got ", dtype_name(t.dtype()));
   GDN_CHECK(t.dim() == 1, "--cu-seqlens ", path, ": offsets must be one-dimensional [N + 1], got ",
             shape_str(t.shape()));
-  std::vector<int64_t> cu;
-  for (double v : t.to_vector()) cu.push_back(int64_t(v));
+  const std::vector<int64_t> cu = io::integer_values(t);
   try {
     gdr::validate_cu_seqlens(cu, tokens.size(0), tokens.size(1) - 1);
   } catch (const std::invalid_argument& e) {
@@ -62,8 +61,8 @@ void run(const ForwardArgs& a) {
             ": tokens must be int32 or int64, got ", dtype_name(tokens.dtype()));
   GDN_CHECK(tokens.dim() == 2 && tokens.size(1) >= 2, a.tokens, ": tokens must be [B, T+1], got ",
             shape_str(tokens.shape()));
-  for (double t : tokens.to_vector())
-    GDN_CHECK(t >= 0 && t < double(cfg.model.vocab_size), a.tokens, ": token ", t,
+  for (int64_t t : io::integer_values(tokens))
+    GDN_CHECK(t >= 0 && t < cfg.model.vocab_size, a.tokens, ": token ", t,
               " is outside the vocabulary [0, ", cfg.model.vocab_size, ")");
 
   const std::vector<int64_t> cu =

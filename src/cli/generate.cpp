@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/train/model_dir.h"
 #include "src/train/sampling.h"
 
@@ -60,14 +61,20 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", a->prompt, "text to continue")->capture_default_str();
   cmd->add_option("--max-tokens", a->options.max_tokens, "tokens to generate")
+      ->check(whole_number(1, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--temperature", a->options.sampling.temperature, "0 = greedy")
+      ->check(real_number(0))
       ->capture_default_str();
   cmd->add_option("--top-k", a->options.sampling.top_k, "keep the k most likely tokens (0 = all)")
+      ->check(whole_number(0))
       ->capture_default_str();
   cmd->add_option("--top-p", a->options.sampling.top_p, "nucleus sampling mass (1 = off)")
+      ->check(real_number(0, 1, /*above_min=*/true))
       ->capture_default_str();
-  cmd->add_option("--seed", a->options.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "sampling seed")
+      ->check(whole_number(0))
+      ->capture_default_str();
   cmd->add_flag("--reset-on-eos", a->options.reset_on_eos,
                 "at an end-of-document token, restart the recurrent state and conv cache and go "
                 "on with a new document (default: stop there)");

@@ -5,6 +5,7 @@
 
 #include "layers/layer_gradchecks.h"
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/ops/op_gradchecks.h"
 
 namespace gdn::cli {
@@ -21,7 +22,9 @@ void add_gradcheck_command(CLI::App& app) {
   cmd->add_option("--op", a->op, "op to check, or all");
   cmd->add_option("--layer", a->layer, "layer to check, or all");
   cmd->add_option("--kernel", a->kernel, "gated-delta-rule implementation to check, or all");
-  cmd->add_option("--seed", a->seed, "random seed of the inputs")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "random seed of the inputs")
+      ->check(whole_number(0))
+      ->capture_default_str();
   cmd->add_flag("--list", a->list, "list the available checks");
   cmd->add_flag("--full", a->full,
                 "layers: check every parameter entry (default: a seeded subset of 24 per tensor)");

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
     gdn::dist::finalize();
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (the flag named); --help is 0, a bad command line is an error (1).
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const std::bad_alloc&) {
     return fail("out of memory (std::bad_alloc) while running `" + command_line(argc, argv) +
                 "`: something asked for more host memory than this machine could give. Check "

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/core/error.h"
 #include "src/train/plot.h"
 
@@ -68,10 +69,15 @@ void add_plot_command(CLI::App& app) {
   cmd->add_flag("--log-x", a->log_x, "logarithmic step axis");
   cmd->add_option("--smooth", a->smooth,
                   "EMA span in points for the smoothed training loss (<= 1: none)")
+      ->check(real_number(-std::numeric_limits<double>::max()))
       ->capture_default_str();
   cmd->add_flag("--no-lr", a->no_lr, "leave out the learning-rate axis");
-  cmd->add_option("--width", a->width, "image width in pixels")->capture_default_str();
-  cmd->add_option("--height", a->height, "image height in pixels")->capture_default_str();
+  cmd->add_option("--width", a->width, "image width in pixels")
+      ->check(whole_number(100, 20000))
+      ->capture_default_str();
+  cmd->add_option("--height", a->height, "image height in pixels")
+      ->check(whole_number(100, 20000))
+      ->capture_default_str();
   cmd->callback([a] { run(*a); });
 }
 

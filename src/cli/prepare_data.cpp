@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/data/prepare.h"
 
 namespace gdn::cli {
@@ -32,26 +33,32 @@ void add_prepare_data_command(CLI::App& app) {
       ->check(CLI::IsMember({"byte", "sentencepiece"}))
       ->capture_default_str();
   cmd->add_option("--vocab-size", o->vocab_size,
-                  "sentencepiece: vocabulary size (default 8192); byte: 256, or 258 for bos/eos");
+                  "sentencepiece: vocabulary size (default 8192); byte: 256, or 258 for bos/eos")
+      ->check(whole_number(1));
   cmd->add_option("--out", o->out_dir, "output directory")->required();
   cmd->add_option("--val-fraction", o->val_fraction,
                   "share of the bytes for validation, by whole documents (ranked by a hash of the "
                   "path, and line); a single document is split at a tail of its tokens")
+      ->check(real_number(0, 1, /*above_min=*/false, /*below_max=*/true))
       ->capture_default_str();
   cmd->add_option("--max-bytes", o->max_bytes, "read at most this much text (0: all)")
+      ->check(whole_number(0))
       ->capture_default_str();
   cmd->add_option("--sp-model-type", o->sp_model_type, "sentencepiece model: bpe or unigram")
       ->check(CLI::IsMember({"bpe", "unigram"}))
       ->capture_default_str();
   cmd->add_option("--sp-sample-bytes", o->sp_sample_bytes,
                   "train sentencepiece on a deterministic sample of about this much text")
+      ->check(whole_number(1))
       ->capture_default_str();
   cmd->add_flag("--no-byte-fallback", *no_byte_fallback,
                 "sentencepiece: map unseen characters to <unk> instead of byte pieces");
   cmd->add_flag("--no-eos", *no_eos, "do not append the eos token after each document");
   cmd->add_option("--seed", o->seed, "seed of the sentencepiece training sample")
+      ->check(whole_number(0))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "tokenizer threads (0: all cores)")
+      ->check(whole_number(0, 4096))
       ->capture_default_str();
   cmd->callback([o, tokenizer, no_eos, no_byte_fallback] {
     o->tokenizer = *enum_table(data::TokenizerKind{}).parse(*tokenizer);  // checked above

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/train/memory_profile.h"
 #include "src/train/size_check.h"
 
@@ -78,20 +79,24 @@ void add_profile_memory_command(CLI::App& app) {
       "profile-memory",
       "Memory of one training step (fwd, bwd, optimizer); exit status 2 when over --budget");
   cmd->add_option("config", a->config, "YAML config (the model's sizes are enough)")->required();
-  cmd->add_option("--seq", a->seq, "sequence length (default data.seq_len)");
-  cmd->add_option("--batch", a->batch, "batch size (default train.batch_size)");
+  cmd->add_option("--seq", a->seq, "sequence length (default data.seq_len)")
+      ->check(whole_number(1));
+  cmd->add_option("--batch", a->batch, "batch size (default train.batch_size)")
+      ->check(whole_number(1));
   cmd->add_option("--world-size", a->world_size,
                   "data-parallel ranks: the memory of one (dist.zero1 shards the optimizer state)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number(1))
       ->capture_default_str();
   cmd->add_option("--device", a->device, "meta (no memory needed), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--budget", a->budget,
                   "memory budget with a unit (B, KB, KiB, MB, MiB, GB, GiB, TB, TiB), e.g. 24GiB: "
-                  "says whether it fits; exit status 2 when it does not");
+                  "says whether it fits; exit status 2 when it does not")
+      ->check(non_empty());
   cmd->add_option("--allowance", a->allowance,
                   "added to the peak for the budget: CUDA context and cuBLAS/cuDNN workspaces "
                   "(a size with a unit)")
+      ->check(non_empty())
       ->capture_default_str();
   cmd->add_option("--json", a->json, "write the profile as JSON");
   cmd->add_option("--set", a->sets, "override a config key (repeatable)")->expected(1)->take_all();

@@ -9,6 +9,7 @@
 
 #include "src/autograd/node.h"
 #include "src/cli/commands.h"
+#include "src/cli/flag_checks.h"
 #include "src/io/npy.h"
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
@@ -42,8 +43,7 @@ std::vector<int64_t> load_cu_seqlens(const fs::path& dir, const Tensor& q) {
             ": cu_seqlens must be int32 or int64, got ", dtype_name(t.dtype()));
   GDN_CHECK(t.dim() == 1, p.string(), ": cu_seqlens must be 1-D [N + 1], got shape ",
             shape_str(t.shape()));
-  std::vector<int64_t> cu;
-  for (double x : t.to_vector()) cu.push_back(int64_t(x));
+  const std::vector<int64_t> cu = io::integer_values(t);
   try {
     gdr::validate_cu_seqlens(cu, q.size(0), q.size(1));
   } catch (const std::invalid_argument& e) {
@@ -133,7 +133,7 @@ void add_run_kernel_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "directory for o ht [dq dk dv dg dbeta dh0].npy")->required();
   cmd->add_option("--chunk-size", args->chunk_size, "chunk size: 16, 32 or 64")
       ->capture_default_str();
-  cmd->add_option("--scale", args->scale, "query scale (default K^-1/2)");
+  cmd->add_option("--scale", args->scale, "query scale (default K^-1/2)")->check(nonzero_real());
   cmd->add_option("--residual", args->residual,
                   "minimal or full (chunked; default: the implementation's own)");
   cmd->callback([args] { run(*args); });

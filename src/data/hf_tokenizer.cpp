@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "src/core/error.h"
+#include "src/io/atomic_file.h"
 
 namespace gdn::data {
 
@@ -19,19 +20,9 @@ constexpr const char* kEosToken = "<|eos|>";
 
 // Writes `text` to dir/name through a temporary file and a rename: readers never see half a file.
 std::string write_atomic(const fs::path& dir, const std::string& name, const std::string& text) {
-  const fs::path path = dir / name;
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    GDN_CHECK(f, "cannot write '", tmp.string(), "'");
-    f << text;
-    f.flush();
-    GDN_CHECK(f.good(), "error writing '", tmp.string(), "' (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  GDN_CHECK(!ec, "cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
-  return path.string();
+  const std::string path = (dir / name).string();
+  io::write_file_atomic(path, text);
+  return path;
 }
 
 nlohmann::json read_json(const fs::path& path) {

@@ -23,8 +23,8 @@
 #include "src/data/corpus.h"
 #include "src/data/meta.h"
 #include "src/data/shard.h"
-#include "src/data/temp_files.h"
 #include "src/data/tokenizer.h"
+#include "src/io/atomic_file.h"
 
 namespace gdn::data {
 
@@ -150,6 +150,7 @@ ReadOptions read_options(const PrepareOptions& o) {
   // The byte tokenizer encodes any byte; SentencePiece would map ill-formed bytes to <unk>.
   ro.utf8 = o.tokenizer == TokenizerKind::byte ? Utf8Policy::keep : Utf8Policy::replace;
   ro.skip_bad_lines = o.skip_bad_lines;
+  ro.from_run_config = o.from_run_config;
   return ro;
 }
 
@@ -406,7 +407,7 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
   std::error_code ec;
   // What an interrupted preparation left: its temporary files (never a live process's).
   if (fs::is_directory(o.out_dir, ec)) {
-    s.temp_files_removed = remove_stale_temp_files(o.out_dir, prepared_file_names());
+    s.temp_files_removed = io::remove_stale_temp_files(o.out_dir, prepared_file_names());
     for (const auto& f : s.temp_files_removed)
       if (o.progress)
         std::fprintf(stderr, "gdn prepare-data: removed %s (left by an interrupted preparation)\n",
@@ -464,7 +465,7 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
 
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   s.meta_path = (fs::path(o.out_dir) / "meta.json").string();
-  write_file_atomic(s.meta_path, meta_json_text(s, o, *tok));
+  io::write_file_atomic(s.meta_path, meta_json_text(s, o, *tok));
   return s;
 }
 

@@ -2,7 +2,7 @@
 //
 // Writes into out_dir: train.bin and val.bin (token shards, see shard.h), the tokenizer
 // (tokenizer.json for byte, tokenizer.model for sentencepiece) and meta.json, each through a
-// temporary file (temp_files.h); the temporary files an interrupted preparation left there are
+// temporary file (io::temp_path_for); the temporary files an interrupted preparation left there are
 // removed first. Inputs are plain text (a file is a document) or JSON Lines (a line is a
 // document), gzip-compressed or not (text_inputs.h). Plain-text files with a NUL byte (binary)
 // and empty documents are skipped and counted. Ill-formed UTF-8 is kept as bytes by the byte
@@ -41,6 +41,7 @@ struct PrepareOptions {
   uint64_t seed = 0;                            // of the SentencePiece training sample
   int threads = 0;                              // 0: all hardware threads
   bool progress = true;                         // progress lines on stderr
+  bool from_run_config = false;  // hints name data.* config keys, not prepare-data's flags
 };
 
 // A file with ill-formed UTF-8: where the first invalid byte is, how much there was.

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "src/core/error.h"
-#include "src/data/temp_files.h"
+#include "src/io/atomic_file.h"
 
 namespace gdn::data {
 
@@ -64,7 +64,7 @@ ShardWriter::ShardWriter(const std::string& path, int64_t vocab_size, uint32_t t
             "': token width must be 2 or 4 bytes, got ", token_bytes_);
   GDN_CHECK(token_bytes_ >= needed, "shard '", path, "': vocab size ", vocab_size,
             " does not fit in ", token_bytes_, "-byte tokens");
-  tmp_path_ = temp_path_for(path);
+  tmp_path_ = io::temp_path_for(path);
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   GDN_CHECK(file_, "cannot create '", tmp_path_, "': ", std::strerror(errno));
   // Header placeholder; finish() writes the real one once the count is known.

@@ -102,13 +102,22 @@ void restore_bytes(std::string& text) {
 }
 
 // nlohmann's parse message without its "[json.exception.parse_error.101] " prefix and the line
-// number (always 1: one line is parsed at a time).
+// number (always 1: one line is parsed at a time), the text it quotes ("last read: '...'", the
+// rest of the line for an unclosed string) cut to an excerpt: errors never echo a whole line.
 std::string parse_message(const nlohmann::json::parse_error& e) {
   std::string m = e.what();
   const size_t close = m.find("] ");
   if (m.rfind("[json.exception.", 0) == 0 && close != std::string::npos) m = m.substr(close + 2);
   const size_t at = m.find("at line 1, column ");
   if (at != std::string::npos) m.replace(at, 18, "at column ");
+  constexpr size_t kExcerpt = 60;
+  const size_t quote = m.find("last read: '");
+  if (quote != std::string::npos) {
+    const size_t from = quote + 12, to = m.rfind('\'');
+    if (to != std::string::npos && to > from + 2 * kExcerpt)
+      m.replace(from + kExcerpt, to - from - 2 * kExcerpt,
+                str_cat("...(", to - from - 2 * kExcerpt, " bytes)..."));
+  }
   return m;
 }
 
@@ -230,6 +239,13 @@ std::vector<InputFile> expand_inputs_keyed(const std::vector<std::string>& input
         for (const auto& f : files) add(f, fs::path(f).lexically_relative(m).string());
       } else if (fs::is_regular_file(m, ec)) {
         add(m, fs::path(m).filename().string());
+      } else {
+        // Named, never dropped: a dangling link, or a pipe or device that reads forever.
+        std::error_code link_ec;
+        GDN_CHECK(!fs::is_symlink(m, link_ec), "input '", m, "' is a symbolic link to '",
+                  fs::read_symlink(m, link_ec).string(), "', which does not exist");
+        GDN_FAIL("input '", m, "' is not a regular file or a directory (a pipe, socket or ",
+                 "device): copy the text to a file");
       }
     }
   }
@@ -250,7 +266,7 @@ DocumentReader::DocumentReader(const std::string& path, const ReadOptions& optio
       format_(input_format(path)),
       in_(std::make_unique<ByteStream>(path)) {
   GDN_CHECK(format_ == InputFormat::text || !options_.text_field.empty(), "'", path,
-            "': JSON Lines need a text field name (--text-field)");
+            "': JSON Lines need a text field name (", options_.text_field_hint(), ")");
 }
 
 DocumentReader::~DocumentReader() = default;
@@ -277,7 +293,7 @@ bool DocumentReader::next(Document& doc) {
     if (parse_line(line, offset, doc, why)) return true;
     const std::string where = str_cat("'", path_, "' line ", line_, " (byte offset ", offset, ")");
     GDN_CHECK(options_.skip_bad_lines, where, ": ", why,
-              "; or skip and count such lines: gdn prepare-data --skip-bad-lines");
+              "; or skip and count such lines: ", options_.skip_bad_lines_hint());
     ++lines_skipped_;
     if (skipped_.size() < kMaxSkippedReasons) skipped_.push_back(where + ": " + why);
   }
@@ -354,8 +370,8 @@ bool DocumentReader::parse_line(std::string_view line, int64_t offset, Document&
       }
       keys += (keys.empty() ? "" : ", ") + kv.key();
     }
-    why = str_cat("no \"", field, "\" field (its fields: ", keys.empty() ? "none" : keys,
-                  "; --text-field picks another)");
+    why = str_cat("no \"", field, "\" field (its fields: ", keys.empty() ? "none" : keys, "; ",
+                  options_.text_field_hint(), " picks another)");
     return false;
   }
   if (!it->is_string()) {

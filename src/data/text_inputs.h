@@ -43,7 +43,16 @@ bool is_json_name(const std::string& path);
 struct ReadOptions {
   std::string text_field = "text";  // JSON Lines: the field holding the document
   Utf8Policy utf8 = Utf8Policy::keep;
-  bool skip_bad_lines = false;  // JSON Lines: skip and count bad lines instead of failing
+  bool skip_bad_lines = false;   // JSON Lines: skip and count bad lines instead of failing
+  bool from_run_config = false;  // hints name data.* config keys (gdn train), not the flags
+
+  // How to set each option, for hints: the config key under gdn train, else the flag.
+  const char* text_field_hint() const {
+    return from_run_config ? "data.text_field" : "--text-field";
+  }
+  const char* skip_bad_lines_hint() const {
+    return from_run_config ? "data.skip_bad_lines: true" : "gdn prepare-data --skip-bad-lines";
+  }
 };
 
 struct Document {

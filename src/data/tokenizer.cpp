@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "src/core/error.h"
-#include "src/data/temp_files.h"
+#include "src/io/atomic_file.h"
 
 namespace gdn::data {
 
@@ -32,7 +32,7 @@ constexpr size_t kSentenceBytes = 4096;
 std::string save_file(const std::string& dir, const std::string& name, const std::string& bytes) {
   GDN_CHECK(fs::is_directory(dir), "cannot save the tokenizer: '", dir, "' is not a directory");
   const std::string path = (fs::path(dir) / name).string();
-  write_file_atomic(path, bytes);
+  io::write_file_atomic(path, bytes);
   return path;
 }
 

@@ -3,17 +3,22 @@
 #include "src/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "src/core/error.h"
 
 namespace gdn::io {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -44,10 +49,46 @@ void sync_directory(const std::string& dir) {
   ::close(fd);
 }
 
+// Whether process `pid` exists (EPERM: it exists but belongs to someone else).
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  return ::kill(pid_t(pid), 0) == 0 || errno == EPERM;
+}
+
 }  // namespace
 
+std::string temp_path_for(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid());
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir,
+                                                 const std::vector<std::string>& names) {
+  std::vector<std::string> removed;
+  const std::set<std::string> wanted(names.begin(), names.end());
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    const size_t at = file.rfind(".tmp");
+    if (at == std::string::npos || !wanted.count(file.substr(0, at))) continue;
+    const std::string suffix = file.substr(at + 4);  // "" or ".PID"
+    if (!suffix.empty()) {
+      const std::string pid = suffix.substr(1);
+      if (suffix[0] != '.' || pid.empty() || pid.size() > 9 ||
+          !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      const long p = std::stol(pid);
+      if (p != long(::getpid()) && process_alive(p)) continue;
+    }
+    std::error_code rm;
+    if (it->is_regular_file(rm) && fs::remove(it->path(), rm))
+      removed.push_back(it->path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   // A stale temporary (a crash, or anything else at that name) is never written through.
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT && errno != EISDIR && errno != EPERM)
     GDN_FAIL("cannot write ", path, ": cannot remove the stale ", tmp, ": ", reason(errno));
@@ -78,7 +119,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
 std::string read_regular_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) GDN_FAIL("cannot read ", path, ": ", reason(errno));
-  GDN_CHECK(S_ISREG(st.st_mode), "cannot read ", path, ": not a regular file");
+  GDN_CHECK(!S_ISDIR(st.st_mode), "cannot read ", path, ": it is a directory, not a file");
+  GDN_CHECK(S_ISREG(st.st_mode), "cannot read ", path,
+            ": not a regular file (a pipe, socket or device: copy the data to a file)");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) GDN_FAIL("cannot read ", path, ": ", reason(errno));
   std::string out;

@@ -5,12 +5,23 @@
 // replaced by a partial one.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace gdn::io {
 
-// Replaces `path` by `bytes`: written to `path`.tmp (any stale one removed first; created
-// afresh, never through a link), fsync'ed and closed, then renamed over `path`. On any failure
-// the temporary file is removed and `path` is left as it was.
+// The temporary name of `path` for this process: path + ".tmp." + getpid(). Unique per process,
+// so two writers of one file never write through each other's temporary.
+std::string temp_path_for(const std::string& path);
+
+// Removes, in `dir`, each `NAME.tmp.PID` (NAME one of `names`, PID all digits) whose process is
+// gone or is this one (a live other process may be writing it), and each `NAME.tmp` (the name
+// earlier versions used). Returns the paths removed, sorted.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir,
+                                                 const std::vector<std::string>& names);
+
+// Replaces `path` by `bytes`: written to temp_path_for(path) (any stale one removed first;
+// created afresh, never through a link), fsync'ed and closed, then renamed over `path`. On any
+// failure the temporary file is removed and `path` is left as it was.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // The whole of a regular file; errors name the file (missing, not a regular file, unreadable).

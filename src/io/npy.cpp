@@ -8,17 +8,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "src/io/atomic_file.h"
 #include "src/ops/ops.h"
 
 namespace gdn::io {
 
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  GDN_CHECK(f, "cannot open '", path, "'");
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
   auto pos = header.find("'" + key + "'");
@@ -45,7 +40,7 @@ std::string dict_value(const std::string& header, const std::string& key, const 
 }  // namespace
 
 Tensor load_npy(const std::string& path) {
-  const std::string data = read_all(path);
+  const std::string data = read_regular_file(path);  // names a directory or FIFO
   GDN_CHECK(data.size() >= 10 && std::memcmp(data.data(), "\x93NUMPY", 6) == 0, path,
             ": not a .npy file (bad magic at offset 0)");
   const int major = uint8_t(data[6]);
@@ -120,6 +115,16 @@ Tensor load_npy(const std::string& path) {
   return t;
 }
 
+std::vector<int64_t> integer_values(const Tensor& t_in) {
+  GDN_CHECK(t_in.dtype() == DType::int32 || t_in.dtype() == DType::int64,
+            "integer_values: int32 or int64 expected, got ", dtype_name(t_in.dtype()));
+  const Tensor t = ops::contiguous(ops::to_device(t_in, Device::cpu()));
+  std::vector<int64_t> out(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[size_t(i)] = t.dtype() == DType::int64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+  return out;
+}
+
 void save_npy(const std::string& path, const Tensor& t_in) {
   Tensor t = ops::contiguous(ops::to_device(t_in.detach(), Device::cpu()));
   if (t.dtype() == DType::bfloat16) t = ops::cast(t, DType::float32);
@@ -153,7 +158,7 @@ void save_npy(const std::string& path, const Tensor& t_in) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   {
     std::ofstream f(tmp, std::ios::binary);
     GDN_CHECK(f, "cannot write '", tmp, "'");

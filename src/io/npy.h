@@ -2,6 +2,7 @@
 // compare kernels and activations with their own code.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "src/core/tensor.h"
 
@@ -12,5 +13,8 @@ namespace gdn::io {
 Tensor load_npy(const std::string& path);
 // Writes float16/32/64, int32/64 tensors (bfloat16 is widened to float32: numpy has no bf16).
 void save_npy(const std::string& path, const Tensor& t);
+// The values of an int32 or int64 CPU tensor, exactly (no pass through a double, which rounds
+// int64 values beyond 2^53).
+std::vector<int64_t> integer_values(const Tensor& t);
 
 }  // namespace gdn::io

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/io/atomic_file.h"
 #include "src/io/file_check.h"
 #include "src/ops/ops.h"
 
@@ -64,7 +65,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   std::string hs = header.dump();
   hs.append((8 - hs.size() % 8) % 8, ' ');
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path_for(path);
   {
     std::ofstream f(tmp, std::ios::binary);
     GDN_CHECK(f, "cannot write '", tmp, "'");

@@ -268,14 +268,41 @@ YAML::Node ConfigBinder::dump() const {
   return root;
 }
 
+namespace {
+
+void check_no_duplicate_keys(const YAML::Node& n, const std::string& source) {
+  if (n.IsSequence())
+    for (const YAML::Node& item : n) check_no_duplicate_keys(item, source);
+  if (!n.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (it->first.IsScalar()) {
+      const std::string key = it->first.Scalar();
+      const auto [first, fresh] = seen.emplace(key, it->first.Mark());
+      GDN_CHECK(fresh, source, ":", it->first.Mark().line + 1, ": key '", key,
+                "' is given twice in one mapping (first at line ", first->second.line + 1,
+                "): keep one");
+    }
+    check_no_duplicate_keys(it->second, source);
+  }
+}
+
+}  // namespace
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    GDN_FAIL(source, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
+  }
+  check_no_duplicate_keys(root, source);
+  return root;
+}
+
 YAML::Node load_yaml_file(const std::string& path) {
   // A directory or an unreadable file is named here, not as a stream error while parsing.
-  const std::string text = read_file(path, "config");
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    GDN_FAIL(path, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
-  }
+  return parse_yaml(read_file(path, "config"), path);
 }
 
 namespace {

@@ -81,6 +81,9 @@ class ConfigBinder {
 // Loads a YAML file (parse errors name the file and line; a directory or unreadable path is
 // refused naming it).
 YAML::Node load_yaml_file(const std::string& path);
+// Parses YAML text from `source` (a file name, for messages): syntax errors and a key given twice
+// in one mapping (YAML keeps both, and the last would win unseen) are refused naming both lines.
+YAML::Node parse_yaml(const std::string& text, const std::string& source);
 // Whether the document gives any value at all (false for an empty or comment-only file, or one
 // with only empty sections).
 bool sets_any_value(const YAML::Node& root);

@@ -1,6 +1,8 @@
 // Checkpoint save / resolve / load.
 #include "src/train/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -94,9 +96,9 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
   std::error_code ec;
   fs::create_directories(fs::path(dir).parent_path(), ec);
   GDN_CHECK(!ec, "cannot create ", fs::path(dir).parent_path().string(), ": ", ec.message());
-  const std::string tmp = dir + ".partial";
+  const std::string tmp = dir + ".partial." + std::to_string(::getpid());
   // A failed write leaves nothing half-written; the older checkpoints and `latest` stay.
-  RemoveUnlessDone cleanup{{tmp, tmp + ".tmp"}};
+  RemoveUnlessDone cleanup{{tmp, io::temp_path_for(tmp)}};
   cleanup.remove();
   // The model directory first (its own atomic write), then the trainer state into it.
   save_pretrained(tmp, model, DType::float32);
@@ -129,6 +131,11 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                         fs::path(dir).filename().string() + "\n");
 }
 
+std::string latest_checkpoint(const std::string& run_dir) {
+  const std::string name = latest_name(run_dir);
+  return name.empty() ? "" : (fs::path(run_dir) / "checkpoints" / name).string();
+}
+
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   if (fs::exists(p / "trainer_state.json")) return p.string();
@@ -138,6 +145,9 @@ std::string resolve_checkpoint(const std::string& path) {
     GDN_CHECK(checkpoint_step(name) >= 0, (p / "latest").string(), " holds '", name,
               "', not a checkpoint name (step-NNNNNN)");
     if (!fs::exists(ck / "trainer_state.json")) {
+      GDN_CHECK(!fs::is_directory(ck), (p / "latest").string(), " names '", name, "' but ",
+                (ck / "trainer_state.json").string(), " is missing: the checkpoint is ",
+                "incomplete (copied in part, or damaged); pass another checkpoint directory");
       std::string present;
       for (const fs::path& c : list_checkpoints(p / "checkpoints"))
         present += " " + c.filename().string();
@@ -291,11 +301,27 @@ std::vector<std::string> run_traces(const std::string& run_dir) {
   return out;
 }
 
+void remove_stale_temporaries(const std::string& run_dir) {
+  const fs::path d(run_dir);
+  io::remove_stale_temp_files(run_dir, {"latest", "metrics.jsonl", "config.yaml"});
+  std::error_code ec;
+  if (!fs::is_directory(d / "checkpoints", ec)) return;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(d / "checkpoints", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("step-", 0) == 0 && checkpoint_step(name) < 0 &&
+        (name.find(".partial") != std::string::npos || name.find(".tmp") != std::string::npos ||
+         name.find(".old") != std::string::npos))
+      stale.push_back(it->path());
+  }
+  for (const fs::path& p : stale) remove_path(p);
+}
+
 void remove_run(const std::string& run_dir) {
   const fs::path d(run_dir);
-  for (const char* name : {"latest", "latest.tmp", "checkpoints", "metrics.jsonl",
-                           "metrics.jsonl.tmp", "config.yaml", "config.yaml.tmp"})
+  for (const char* name : {"latest", "checkpoints", "metrics.jsonl", "config.yaml"})
     remove_path(d / name);
+  remove_stale_temporaries(run_dir);
 }
 
 }  // namespace gdn::train

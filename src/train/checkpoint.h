@@ -48,6 +48,8 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
 // A run directory (its latest checkpoint) or a checkpoint directory -> the checkpoint
 // directory; errors say what was looked for.
 std::string resolve_checkpoint(const std::string& path);
+// The checkpoint directory RUN_DIR/latest names, or "" when the run has saved none.
+std::string latest_checkpoint(const std::string& run_dir);
 // The run directory a checkpoint belongs to (its parent's parent), or `path` for a run dir.
 std::string run_dir_of(const std::string& path);
 
@@ -75,5 +77,10 @@ std::vector<std::string> run_traces(const std::string& run_dir);
 // resumable), then checkpoints/, metrics.jsonl and config.yaml; data/ and anything else stays.
 // Errors name the path that could not be removed.
 void remove_run(const std::string& run_dir);
+
+// Removes what writers interrupted in RUN_DIR left: `latest`, metrics.jsonl and config.yaml
+// temporaries (NAME.tmp.PID of dead processes) and checkpoints/step-N.partial.PID (and .tmp, .old)
+// directories. Called under the run's lock (src/io/run_lock.h), so no live writer owns them.
+void remove_stale_temporaries(const std::string& run_dir);
 
 }  // namespace gdn::train

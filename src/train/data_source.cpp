@@ -199,6 +199,7 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   po.text_field = cfg.data.text_field;
   po.skip_bad_lines = cfg.data.skip_bad_lines;
   po.seed = uint64_t(cfg.train.seed);
+  po.from_run_config = true;
   std::fprintf(stderr, "gdn: preparing data into %s (%s)\n", dir.c_str(),
                po.inputs.empty() ? "default corpus" : "data.inputs");
   data::PrepareSummary s = data::prepare_data(po);

@@ -1,6 +1,8 @@
 // save_pretrained / load_config_json / load_weights / save_run_tokenizer.
 #include "src/train/model_io.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <set>
 
 #include "src/data/hf_tokenizer.h"
+#include "src/io/atomic_file.h"
 #include "src/io/safetensors.h"
 #include "src/ops/ops.h"
 #include "src/train/data_source.h"
@@ -73,7 +76,13 @@ std::vector<std::string> weight_files(const std::string& dir) {
   std::set<std::string> files;
   for (const auto& [name, file] : j["weight_map"].items()) {
     GDN_CHECK(file.is_string(), index.string(), ": weight_map['", name, "'] is not a file name");
-    files.insert(file.get<std::string>());
+    // A shard lies in the model directory: a path would read another directory's files.
+    const std::string f = file.get<std::string>();
+    GDN_CHECK(!f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos &&
+                  f.find('\\') == std::string::npos,
+              index.string(), ": weight_map['", name, "'] is '", f,
+              "': a shard must be a file name in the model directory (no path)");
+    files.insert(f);
   }
   std::vector<std::string> out;
   for (const auto& f : files) out.push_back((fs::path(dir) / f).string());
@@ -84,7 +93,7 @@ std::vector<std::string> weight_files(const std::string& dir) {
 
 void replace_directory(const std::string& tmp, const std::string& dir) {
   std::error_code ec;
-  const fs::path old = dir + ".old";
+  const fs::path old = dir + ".old." + std::to_string(::getpid());
   fs::remove_all(old, ec);
   if (fs::exists(dir)) fs::rename(dir, old);
   fs::rename(tmp, dir);
@@ -94,7 +103,7 @@ void replace_directory(const std::string& tmp, const std::string& dir) {
 void save_pretrained(const std::string& dir, const nn::CausalLM& model, DType dtype) {
   GDN_CHECK(dtype == DType::float32 || dtype == DType::bfloat16,
             "save_pretrained: weights are written as float32 or bfloat16, not ", dtype_name(dtype));
-  const std::string tmp = dir + ".tmp";
+  const std::string tmp = io::temp_path_for(dir);
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);

@@ -196,6 +196,10 @@ void RunConfig::validate() const {
   GDN_CHECK(train.warmup_steps >= 0 && train.eval_every >= 0 && train.save_every >= 0 &&
                 train.log_every >= 1,
             "train.warmup_steps, eval_every, save_every must be >= 0 and log_every >= 1");
+  GDN_CHECK(train.keep_checkpoints >= 0, "train.keep_checkpoints must be >= 0 (0: keep every ",
+            "checkpoint), got ", train.keep_checkpoints);
+  GDN_CHECK(train.eval_batches >= 0, "train.eval_batches must be >= 0 (0: the whole val split), ",
+            "got ", train.eval_batches);
   GDN_CHECK(train.peak_gflops >= 0 && std::isfinite(train.peak_gflops),
             "train.peak_gflops must be >= 0 (0: measured), got ", train.peak_gflops);
   GDN_CHECK(dist.bucket_mb >= 0 && dist.timeout_s > 0,
@@ -219,13 +223,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
                            const std::vector<std::string>& overrides) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    GDN_FAIL(source, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg);
-  }
-  return bind_document(root, source, overrides);
+  return bind_document(io::parse_yaml(yaml_text, source), source, overrides);
 }
 
 RunConfig default_run_config(const std::vector<std::string>& overrides) {

@@ -281,9 +281,15 @@ void Trainer::skip_nonfinite_step(double loss, double grad_norm) {
   const std::string what =
       str_cat("non-finite ", std::isfinite(loss) ? "gradient norm" : "loss", " at step ",
               state_.step + 1, " (loss ", loss, ", grad norm ", grad_norm, ")");
-  if (cfg_.train.on_nonfinite == OnNonfinite::stop)
-    GDN_FAIL(what, "; stopped without saving (train.on_nonfinite: stop). The last good ",
-             "checkpoint is in ", run_dir_, "; lower train.lr or set train.on_nonfinite: skip");
+  if (cfg_.train.on_nonfinite == OnNonfinite::stop) {
+    const std::string last = latest_checkpoint(run_dir_);
+    GDN_FAIL(what, "; stopped without saving (train.on_nonfinite: stop). ",
+             last.empty() ? str_cat("No checkpoint was saved before it (train.save_every ",
+                                    cfg_.train.save_every, ")")
+                          : str_cat("The last good checkpoint is ", last, " (gdn train --resume ",
+                                    run_dir_, ")"),
+             "; lower train.lr or set train.on_nonfinite: skip");
+  }
   std::fprintf(stderr, "gdn: %s: skipping the update\n", what.c_str());
   zero_grads();
   state_.skipped_steps++;

@@ -63,6 +63,7 @@ void Trainer::lock_run_dir() {
                                options_.resume.empty()
                                    ? (options_.overwrite ? "gdn train --overwrite" : "gdn train")
                                    : "gdn train --resume");
+  remove_stale_temporaries(run_dir_);
 }
 
 std::string Trainer::resolve_run_dir() {
