@@ -65,45 +65,49 @@ Inputs<T> sequence_inputs(const Inputs<T>& in, const SequenceOffsets& o) {
   return r;
 }
 
-// forward(sub, inputs, outputs) for each sequence; residual_elems(sub) sizes its residual part.
-template <typename T, class Forward, class ResidualElems>
-void forward_by_sequence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                         const Forward& forward, const ResidualElems& residual_elems) {
+// fn(sub, offsets, residual_at) for each sequence, residual_at advancing by residual_elems(sub).
+template <class Fn, class ResidualElems>
+void for_each_sequence(const Problem& p, const ResidualElems& residual_elems, const Fn& fn) {
   const Sequences s = sequences(p);
   int64_t residual_at = 0;
   for (int64_t n = 0; n < s.count(); ++n) {
     const Problem one = sequence_problem(p, s, n);
-    const SequenceOffsets o = sequence_offsets(p, s, n);
-    ForwardOutputs<T> r = out;
-    r.o = shifted(out.o, o.vo);
-    r.ht = shifted(out.ht, o.state);
-    r.residual = shifted(out.residual, residual_at);
+    fn(one, sequence_offsets(p, s, n), residual_at);
     residual_at += residual_elems(one);
-    forward(one, sequence_inputs(in, o), r);
   }
+}
+
+// forward(sub, inputs, outputs) for each sequence; residual_elems(sub) sizes its residual part.
+template <typename T, class Forward, class ResidualElems>
+void forward_by_sequence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                         const Forward& forward, const ResidualElems& residual_elems) {
+  for_each_sequence(p, residual_elems,
+                    [&](const Problem& one, const SequenceOffsets& o, int64_t residual_at) {
+                      ForwardOutputs<T> r = out;
+                      r.o = shifted(out.o, o.vo);
+                      r.ht = shifted(out.ht, o.state);
+                      r.residual = shifted(out.residual, residual_at);
+                      forward(one, sequence_inputs(in, o), r);
+                    });
 }
 
 template <typename T, class Backward, class ResidualElems>
 void backward_by_sequence(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                           const Backward& backward, const ResidualElems& residual_elems) {
-  const Sequences s = sequences(p);
-  int64_t residual_at = 0;
-  for (int64_t n = 0; n < s.count(); ++n) {
-    const Problem one = sequence_problem(p, s, n);
-    const SequenceOffsets o = sequence_offsets(p, s, n);
-    BackwardArgs<T> a = args;
-    a.d_o = shifted(args.d_o, o.vo);
-    a.dht = shifted(args.dht, o.state);
-    a.residual = shifted(args.residual, residual_at);
-    residual_at += residual_elems(one);
-    a.dq = shifted(args.dq, o.qk);
-    a.dk = shifted(args.dk, o.qk);
-    a.dv = shifted(args.dv, o.vo);
-    a.dg = shifted(args.dg, o.gate);
-    a.dbeta = shifted(args.dbeta, o.gate);
-    a.dh0 = shifted(args.dh0, o.state);
-    backward(one, sequence_inputs(in, o), a);
-  }
+  for_each_sequence(p, residual_elems,
+                    [&](const Problem& one, const SequenceOffsets& o, int64_t residual_at) {
+                      BackwardArgs<T> a = args;
+                      a.d_o = shifted(args.d_o, o.vo);
+                      a.dht = shifted(args.dht, o.state);
+                      a.residual = shifted(args.residual, residual_at);
+                      a.dq = shifted(args.dq, o.qk);
+                      a.dk = shifted(args.dk, o.qk);
+                      a.dv = shifted(args.dv, o.vo);
+                      a.dg = shifted(args.dg, o.gate);
+                      a.dbeta = shifted(args.dbeta, o.gate);
+                      a.dh0 = shifted(args.dh0, o.state);
+                      backward(one, sequence_inputs(in, o), a);
+                    });
 }
 
 }  // namespace gdn::gdr::detail

@@ -192,41 +192,46 @@ const Variant kVariants[] = {{"full causal", 2, 0, 0, false},
                              {"window 1, MQA, bias", 4, 1, 1, true},
                              {"window 4, GQA", 4, 2, 4, false}};
 
+// fn(config, layer, x) for each variant: a layer of width d and input x of `shape`, both drawn
+// from Generator(seed).
+template <class Fn>
+void for_each_variant(uint64_t seed, int64_t d, const Shape& shape, const Fn& fn) {
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.what);
+    Generator g(seed);
+    const nn::AttentionConfig a = attn_config(v.heads, v.kv_heads, v.window, v.bias);
+    auto layer = make_layer(a, d, g);
+    fn(a, *layer, randn64(shape, g));
+  }
+}
+
 // ---- the layer ---------------------------------------------------------------------------------
 
 TEST(AttentionLayer, MatchesTheNaiveReference) {
   const int64_t d = 16, B = 2, T = 9;
-  for (const Variant& v : kVariants) {
-    SCOPED_TRACE(v.what);
-    Generator g(11);
-    const nn::AttentionConfig a = attn_config(v.heads, v.kv_heads, v.window, v.bias);
-    auto layer = make_layer(a, d, g);
-    const Tensor x = randn64({B, T, d}, g);
-    const Vec want = attention_layer_ref(ref_of(*layer, a, d), x.to_vector(), B, T, {});
-    EXPECT_LT(max_abs_diff(layer->forward(x).to_vector(), want), 1e-10);
-  }
+  for_each_variant(
+      11, d, {B, T, d}, [&](const nn::AttentionConfig& a, nn::Attention& layer, const Tensor& x) {
+        const Vec want = attention_layer_ref(ref_of(layer, a, d), x.to_vector(), B, T, {});
+        EXPECT_LT(max_abs_diff(layer.forward(x).to_vector(), want), 1e-10);
+      });
 }
 
 TEST(AttentionLayer, PackedSequencesMatchTheReferenceAndEachSequenceAlone) {
   const int64_t d = 16, T = 13;
   const std::vector<int64_t> cu = {0, 4, 5, 13};
-  for (const Variant& v : kVariants) {
-    SCOPED_TRACE(v.what);
-    Generator g(12);
-    const nn::AttentionConfig a = attn_config(v.heads, v.kv_heads, v.window, v.bias);
-    auto layer = make_layer(a, d, g);
-    const Tensor x = randn64({1, T, d}, g);
-    const Tensor packed = layer->forward(x, cu);
-    EXPECT_LT(max_abs_diff(packed.to_vector(),
-                           attention_layer_ref(ref_of(*layer, a, d), x.to_vector(), 1, T, cu)),
-              1e-10);
-    for (size_t n = 0; n + 1 < cu.size(); ++n) {
-      const Tensor alone = layer->forward(ops::contiguous(ops::slice(x, 1, cu[n], cu[n + 1])));
-      EXPECT_LT(max_abs_diff(ops::contiguous(ops::slice(packed, 1, cu[n], cu[n + 1])), alone),
-                1e-12)
-          << "sequence " << n;
-    }
-  }
+  for_each_variant(
+      12, d, {1, T, d}, [&](const nn::AttentionConfig& a, nn::Attention& layer, const Tensor& x) {
+        const Tensor packed = layer.forward(x, cu);
+        EXPECT_LT(max_abs_diff(packed.to_vector(),
+                               attention_layer_ref(ref_of(layer, a, d), x.to_vector(), 1, T, cu)),
+                  1e-10);
+        for (size_t n = 0; n + 1 < cu.size(); ++n) {
+          const Tensor alone = layer.forward(ops::contiguous(ops::slice(x, 1, cu[n], cu[n + 1])));
+          EXPECT_LT(max_abs_diff(ops::contiguous(ops::slice(packed, 1, cu[n], cu[n + 1])), alone),
+                    1e-12)
+              << "sequence " << n;
+        }
+      });
 }
 
 TEST(AttentionLayer, ParametersAreFlasByNameAndShape) {
@@ -288,16 +293,12 @@ void expect_generation_matches(const nn::Attention& layer, const Tensor& x,
 
 TEST(AttentionLayer, GenerationWithAKvCacheMatchesTheFullForward) {
   const int64_t d = 16, T = 11;
-  for (const Variant& v : kVariants) {
-    SCOPED_TRACE(v.what);
-    Generator g(13);
-    const nn::AttentionConfig a = attn_config(v.heads, v.kv_heads, v.window, v.bias);
-    auto layer = make_layer(a, d, g);
-    const Tensor x = randn64({2, T, d}, g);
-    expect_generation_matches(*layer, x, std::vector<int64_t>(T, 1));  // one token at a time
-    expect_generation_matches(*layer, x, {3, 1, 4, 2, 1});             // chunks
-    expect_generation_matches(*layer, x, {5, 6});                      // a prompt, then more
-  }
+  for_each_variant(
+      13, d, {2, T, d}, [&](const nn::AttentionConfig&, nn::Attention& layer, const Tensor& x) {
+        expect_generation_matches(layer, x, std::vector<int64_t>(T, 1));  // one token at a time
+        expect_generation_matches(layer, x, {3, 1, 4, 2, 1});             // chunks
+        expect_generation_matches(layer, x, {5, 6});                      // a prompt, then more
+      });
 }
 
 TEST(AttentionLayer, TheKvCacheKeepsOnlyWhatTheWindowSees) {

@@ -219,26 +219,25 @@ TEST(BadSafetensors, OffsetsMustTileTheDataExactly) {
     write_st(dir.file("ok.safetensors"), two("[0, 16]", "[16, 32]"), 32);
     EXPECT_EQ(io::load_safetensors(dir.file("ok.safetensors")).size(), 2u);
   }
-  // The head given the embedding's bytes.
-  std::string e = st_error(two("[0, 16]", "[0, 16]"), 32);
-  EXPECT_TRUE(contains(e, "overlap")) << e;
-  EXPECT_TRUE(contains(e, "'embed'") && contains(e, "'head'")) << e;
-  e = st_error(two("[0, 16]", "[8, 24]"), 32);
-  EXPECT_TRUE(contains(e, "overlap")) << e;
-  // Out of order: end before begin.
-  e = st_error(two("[0, 16]", "[32, 16]"), 32);
-  EXPECT_TRUE(contains(e, "tensor 'head'") && contains(e, "out of order")) << e;
-  // Past the end of the file.
-  e = st_error(two("[0, 16]", "[16, 32]"), 24);
-  EXPECT_TRUE(contains(e, "tensor 'head'") && contains(e, "beyond the end of the file")) << e;
-  // A shape that does not match the byte count.
-  e = st_error(two("[0, 16]", "[16, 28]"), 28);
-  EXPECT_TRUE(contains(e, "tensor 'head' [2, 2] F32 needs 16 bytes")) << e;
-  // A gap, and bytes after the last tensor.
-  e = st_error(two("[0, 16]", "[20, 36]"), 36);
-  EXPECT_TRUE(contains(e, "belong to no tensor") && contains(e, "'head'")) << e;
-  e = st_error(two("[0, 16]", "[16, 32]"), 40);
-  EXPECT_TRUE(contains(e, "8 bytes after the last tensor 'head'")) << e;
+  // Offsets of the embedding and the head, the file's data size, and what the error says.
+  const struct {
+    const char *embed, *head;
+    size_t data_bytes;
+    std::vector<std::string> parts;
+  } cases[] = {
+      {"[0, 16]", "[0, 16]", 32, {"overlap", "'embed'", "'head'"}},  // the embedding's bytes
+      {"[0, 16]", "[8, 24]", 32, {"overlap"}},
+      {"[0, 16]", "[32, 16]", 32, {"tensor 'head'", "out of order"}},  // end before begin
+      {"[0, 16]", "[16, 32]", 24, {"tensor 'head'", "beyond the end of the file"}},
+      {"[0, 16]", "[16, 28]", 28, {"tensor 'head' [2, 2] F32 needs 16 bytes"}},  // shape vs bytes
+      {"[0, 16]", "[20, 36]", 36, {"belong to no tensor", "'head'"}},            // a gap
+      {"[0, 16]", "[16, 32]", 40, {"8 bytes after the last tensor 'head'"}},     // bytes after
+  };
+  for (const auto& c : cases) {
+    const std::string e = st_error(two(c.embed, c.head), c.data_bytes);
+    for (const std::string& part : c.parts)
+      EXPECT_TRUE(contains(e, part)) << c.embed << " " << c.head << ": " << part << " not in " << e;
+  }
 }
 
 TEST(BadSafetensors, WrongFieldTypesNameTheTensor) {

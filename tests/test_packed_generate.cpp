@@ -42,12 +42,18 @@ Tensor ids_tensor(const std::vector<int64_t>& v) {
                           DType::int64);
 }
 
-TEST(PackedGenerate, AfterAnEosTheStateIsFresh) {
-  auto m = tiny_model();
+// 400 tokens from seed 2 (the tiny model samples an eos in them), restarting at each eos.
+train::GenerateOptions resetting_options() {
   train::GenerateOptions o;
   o.max_tokens = 400;
   o.seed = 2;
   o.reset_on_eos = true;
+  return o;
+}
+
+TEST(PackedGenerate, AfterAnEosTheStateIsFresh) {
+  auto m = tiny_model();
+  train::GenerateOptions o = resetting_options();
   const Generated a = generate(*m, o);
   ASSERT_GE(a.stats.resets.size(), 1u) << "no eos sampled: pick another seed";
   EXPECT_EQ(a.stats.generated, o.max_tokens);
@@ -76,10 +82,7 @@ TEST(PackedGenerate, AfterAnEosTheStateIsFresh) {
 // The state carried over the eos would give another second document: the check above can fail.
 TEST(PackedGenerate, TheCarriedStateWouldDiffer) {
   auto m = tiny_model();
-  train::GenerateOptions o;
-  o.max_tokens = 400;
-  o.seed = 2;
-  o.reset_on_eos = true;
+  train::GenerateOptions o = resetting_options();
   const Generated a = generate(*m, o);
   ASSERT_GE(a.stats.resets.size(), 1u);
   const int64_t first = a.stats.resets[0];

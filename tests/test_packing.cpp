@@ -74,14 +74,20 @@ TEST(Packing, RowsHoldWholeDocumentsAndSplitOnlyLongOnes) {
 }
 
 // Batch tokens, targets and boundaries, checked against the shard: every boundary starts a
-// piece (right after an eos, or at a row's start or its padding), no target crosses one.
-TEST(Packing, BoundariesAndMaskedTargets) {
-  test::TempDir dir("gdn_packing_batch");
-  auto shard = data::Shard::open(write_docs(dir, kLens));
+// Batches of 4 rows of kSeq tokens, documents ending at kEos.
+data::LoaderOptions packing_options() {
   data::LoaderOptions o;
   o.batch_size = 4;
   o.seq_len = kSeq;
   o.pack_eos = kEos;
+  return o;
+}
+
+// piece (right after an eos, or at a row's start or its padding), no target crosses one.
+TEST(Packing, BoundariesAndMaskedTargets) {
+  test::TempDir dir("gdn_packing_batch");
+  auto shard = data::Shard::open(write_docs(dir, kLens));
+  data::LoaderOptions o = packing_options();
   o.prefetch = false;
   data::DataLoader loader(shard, o);
   for (int64_t step = 0; step < 3; ++step) {
@@ -154,10 +160,7 @@ TEST(Packing, EveryRowOncePerEpochInASeededOrder) {
 TEST(Packing, DeterministicAcrossPrefetchRanksAndResume) {
   test::TempDir dir("gdn_packing_determinism");
   auto shard = data::Shard::open(write_docs(dir, kLens));
-  data::LoaderOptions o;
-  o.batch_size = 4;
-  o.seq_len = kSeq;
-  o.pack_eos = kEos;
+  data::LoaderOptions o = packing_options();
   o.seed = 11;
   o.prefetch = false;
   data::DataLoader plain(shard, o);

@@ -13,6 +13,7 @@
 
 namespace gdn::cli {
 
+#if defined(GDN_WITH_CUDA)
 namespace {
 
 // One line per optional library: "cudnn       : 9.10.2 (/usr/lib/.../libcudnn.so.9)".
@@ -21,6 +22,7 @@ void print_library(const char* label, const LibraryInfo& info) {
 }
 
 }  // namespace
+#endif
 
 void add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Show the build, the devices and the optional libraries");

@@ -34,26 +34,19 @@ inline void* stream_of(Device d) {
 // RUN_ON_DEVICE(dev, "op", cpu_call, cuda_call): meta runs nothing. The call is a span of the
 // trace (kernels/trace_events.h) named by the op.
 #if defined(GDN_WITH_CUDA)
-#define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
-  do {                                                  \
-    ::gdn::trace::Span gdn_op_span_("kernel", OP);      \
-    if ((DEV).is_cpu()) {                               \
-      CPU_CALL;                                         \
-    } else if ((DEV).is_cuda()) {                       \
-      CUDA_CALL;                                        \
-    }                                                   \
-  } while (0)
+#define GDN_CUDA_BRANCH_(OP, ...) __VA_ARGS__
 #else
+#define GDN_CUDA_BRANCH_(OP, ...) GDN_FAIL(OP, ": gdn was built without CUDA")
+#endif
 #define GDN_RUN_ON_DEVICE(DEV, OP, CPU_CALL, CUDA_CALL) \
   do {                                                  \
     ::gdn::trace::Span gdn_op_span_("kernel", OP);      \
     if ((DEV).is_cpu()) {                               \
       CPU_CALL;                                         \
     } else if ((DEV).is_cuda()) {                       \
-      GDN_FAIL(OP, ": gdn was built without CUDA");     \
+      GDN_CUDA_BRANCH_(OP, CUDA_CALL);                  \
     }                                                   \
   } while (0)
-#endif
 
 // For ops whose CUDA kernels come with the CUDA backend issue: a clear error on cuda.
 #define GDN_CPU_ONLY_YET(DEV, OP) \
