@@ -358,27 +358,198 @@ Device bench_device(const std::string& name, std::string* no_device) {
   }
 }
 
-void run(BenchArgs a) {
-  apply_preset(a);
-  std::string no_device;
-  const Device dev = bench_device(a.device, &no_device);
-  std::vector<const gdr::Implementation*> impls;   // unknown names fail before any work
-  std::vector<AttentionKernel> attention_kernels;  // attention, attention_flash, attention_cudnn
+// What the row families of one sweep share: the flags, the device (or why it is missing), its
+// peak, the progress line, the rows so far and the unpacked rows that packed rows compare with.
+struct Sweep {
+  Sweep(const BenchArgs& args, Device device, std::string why_no_device, DevicePeak device_peak)
+      : a(args), dev(device), no_device(std::move(why_no_device)), peak(device_peak) {}
+  const BenchArgs& a;
+  Device dev;
+  std::string no_device;  // non-empty: every row is an error row saying so
+  DevicePeak peak;
+  size_t done = 0, total = 0;
+  json results = json::array();
+  std::function<void(const json&)> save;
+  // The unpacked rows of (row name, mode) for the shape being run: median and timed call.
+  std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
+
+  void progress(const std::string& what, const Case& c, const std::string& tail) const {
+    std::fprintf(stderr, "\r[%zu/%zu] %s B=%lld H=%lld T=%lld D=%lld %s      ", done, total,
+                 what.c_str(), (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D,
+                 tail.c_str());
+  }
+  // Device bytes the kept unpacked calls hold (left out of a row's peak_mb).
+  int64_t kept_bytes() const {
+    int64_t kept = 0;
+    for (const auto& [k, u] : unpacked) kept += u.second.held_bytes;
+    return kept;
+  }
+  // An unpacked row is kept for the packed rows of its shape; a packed row gets the ratio of the
+  // two medians and, where both calls were kept, the drift-free ratio of alternating calls.
+  void relate_to_unpacked(const Case& c, const std::string& name, const std::string& mode,
+                          const TimedCall& timed, json& r) {
+    const auto key = std::make_pair(name, mode);
+    if (c.cu_seqlens.empty()) {
+      unpacked[key] = {double(r["median_ms"]), timed};
+    } else if (unpacked.count(key)) {
+      r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
+      if (timed.call && unpacked[key].second.call)
+        r["vs_unpacked"] = interleaved_ratio(timed, unpacked[key].second, a.repeats);
+    }
+  }
+  void add(const json& r) {
+    results.push_back(r);
+    save(results);
+  }
+};
+
+// A family of rows that --impls selects from: the gated delta rule's implementations, or
+// attention's kernels. Each runs its rows of a case in turn.
+class RowFamily {
+ public:
+  virtual ~RowFamily() = default;
+  virtual size_t rows_per_case() const = 0;
+  virtual void run(const Case& c, Sweep& s) = 0;
+  // Lines for the end of the run (and the JSON's key for them), from all the rows.
+  virtual void summarize(const json&, json&) const {}
+};
+
+class GdrRows : public RowFamily {
+ public:
+  GdrRows(std::vector<const gdr::Implementation*> impls, const BenchArgs& a)
+      : impls_(std::move(impls)), a_(a) {}
+  size_t rows_per_case() const override { return impls_.size() * a_.modes.size(); }
+
+  void run(const Case& c, Sweep& s) override {
+    const CaseInputs in = s.no_device.empty() ? make_inputs(c) : CaseInputs{};
+    std::unique_ptr<Reference> ref_gdr, ref_ssd;
+    if (!a_.no_reference && s.no_device.empty()) {
+      s.progress("fp64 reference", c, "");
+      auto needs = [&](bool delta_rule) {
+        return std::any_of(impls_.begin(), impls_.end(),
+                           [&](const auto* i) { return i->delta_rule == delta_rule; });
+      };
+      if (needs(true)) ref_gdr = std::make_unique<Reference>(reference(in, false, c));
+      if (needs(false)) ref_ssd = std::make_unique<Reference>(reference(in, true, c));
+    }
+    for (const gdr::Implementation* impl : impls_)
+      for (const auto& mode : a_.modes) {
+        ++s.done;
+        s.progress(std::string(impl->name) + " " + mode, c,
+                   std::string(dtype_name(c.dtype)) + " C=" + std::to_string(c.chunk));
+        const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
+        json r;
+        try {
+          if (!s.no_device.empty()) throw std::runtime_error(s.no_device);
+          TimedCall timed;
+          r = run_case(a_, c, *impl, mode, in, ref, s.peak, &timed, s.kept_bytes());
+          s.relate_to_unpacked(c, impl->name, mode, timed, r);
+        } catch (const std::exception& e) {
+          r = row_of(impl->name, mode, c);
+          r["error"] = e.what();
+        }
+        s.add(r);
+      }
+  }
+
+ private:
+  std::vector<const gdr::Implementation*> impls_;
+  const BenchArgs& a_;
+};
+
+// Attention does not depend on the chunk size: its rows go with the first. The rows of a window
+// share their inputs and the fp64 reference.
+class AttentionRows : public RowFamily {
+ public:
+  AttentionRows(std::vector<AttentionKernel> kernels, const BenchArgs& a, bool beside_gdr)
+      : kernels_(std::move(kernels)), a_(a), beside_gdr_(beside_gdr) {}
+  size_t rows_per_case() const override {
+    return kernels_.size() * a_.windows.size() * a_.modes.size();
+  }
+
+  void run(const Case& c, Sweep& s) override {
+    const bool any_fwd_bwd =
+        std::find(a_.modes.begin(), a_.modes.end(), "fwd_bwd") != a_.modes.end();
+    const std::string reference = a_.no_reference ? "" : any_fwd_bwd ? "fwd_bwd" : "fwd";
+    for (int64_t w : a_.windows) {
+      const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
+      std::unique_ptr<AttentionInputs> in;
+      std::string inputs_error;
+      for (AttentionKernel kernel : kernels_)
+        for (const auto& mode : a_.modes) {
+          ++s.done;
+          if (c.chunk != a_.chunks.front()) continue;
+          const std::string name = attention_impl_name(kernel);
+          const std::string at_window = " w=" + std::to_string(w);
+          json r;
+          try {
+            if (!s.no_device.empty()) throw std::runtime_error(s.no_device);
+            if (!in && inputs_error.empty()) {
+              s.progress(
+                  reference.empty() ? "attention inputs" : "attention inputs and fp64 reference", c,
+                  at_window);
+              try {
+                in = std::make_unique<AttentionInputs>(attention_inputs(ac, reference));
+              } catch (const std::exception& e) {
+                inputs_error = e.what();
+              }
+            }
+            if (!inputs_error.empty()) throw std::runtime_error(inputs_error);
+            s.progress(name + " " + mode, c, std::string(dtype_name(c.dtype)) + at_window);
+            r = run_attention_case(ac, kernel, mode, s.dev, a_.repeats, a_.min_sample_ms, s.peak,
+                                   *in);
+            s.relate_to_unpacked(c, name + "@" + std::to_string(w), mode, TimedCall{}, r);
+          } catch (const std::exception& e) {
+            r = attention_row(ac, name, mode);
+            r["device"] = s.dev.str();
+            r["error"] = e.what();
+          }
+          s.add(r);
+        }
+    }
+  }
+
+  // Where in T attention costs more than each gated-delta-rule row, when both were run.
+  void summarize(const json& results, json& doc) const override {
+    if (!beside_gdr_) return;
+    const std::vector<std::string> crossings = attention_crossovers(results);
+    for (const std::string& line : crossings) std::printf("%s\n", line.c_str());
+    doc["attention_crossovers"] = crossings;
+  }
+
+ private:
+  std::vector<AttentionKernel> kernels_;
+  const BenchArgs& a_;
+  bool beside_gdr_;
+};
+
+// The families of --impls, in the order gdr then attention; an unknown name fails before any
+// work, naming every known one.
+std::vector<std::unique_ptr<RowFamily>> row_families(const BenchArgs& a, Device dev) {
+  std::vector<const gdr::Implementation*> impls;
+  std::vector<AttentionKernel> attention_kernels;
   for (const auto& name : a.impls) {
     if (is_attention_impl(name)) {
       attention_kernels.push_back(parse_attention_impl(name, dev));
-    } else {
-      try {
-        impls.push_back(&gdr::find_implementation(name));
-      } catch (const std::invalid_argument&) {
-        GDN_FAIL("--impls ", name, ": unknown (known: ", gdr::implementation_names(),
-                 ", attention, and on CUDA attention_flash, attention_cudnn)");
-      }
+      continue;
+    }
+    try {
+      impls.push_back(&gdr::find_implementation(name));
+    } catch (const std::invalid_argument&) {
+      GDN_FAIL("--impls ", name, ": unknown (known: ", gdr::implementation_names(),
+               ", attention, and on CUDA attention_flash, attention_cudnn)");
     }
   }
-  const bool attention = !attention_kernels.empty();
-  for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
-  DevicePeak peak = measure_peak(dev, a.peak_gflops);
+  std::vector<std::unique_ptr<RowFamily>> families;
+  const bool with_gdr = !impls.empty();
+  if (with_gdr) families.push_back(std::make_unique<GdrRows>(std::move(impls), a));
+  if (!attention_kernels.empty())
+    families.push_back(std::make_unique<AttentionRows>(std::move(attention_kernels), a, with_gdr));
+  return families;
+}
+
+// The sweep's configuration, as the JSON's "config" records it.
+json config_of(const BenchArgs& a, Device dev, bool attention) {
   json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
                  {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
                  {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
@@ -386,10 +557,24 @@ void run(BenchArgs a) {
   if (!a.docs.empty()) config["docs"] = a.docs;
   if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
   if (attention) config["windows"] = a.windows;
-  json doc = {{"device", device_info(dev, peak)}, {"config", config}, {"results", json::array()}};
+  return config;
+}
+
+void run(BenchArgs a) {
+  apply_preset(a);
+  std::string no_device;
+  const Device dev = bench_device(a.device, &no_device);
+  const std::vector<std::unique_ptr<RowFamily>> families = row_families(a, dev);
+  const bool attention = std::any_of(a.impls.begin(), a.impls.end(),
+                                     [](const auto& n) { return is_attention_impl(n); });
+  for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
+  Sweep s(a, dev, no_device, measure_peak(dev, a.peak_gflops));
+  json doc = {{"device", device_info(dev, s.peak)},
+              {"config", config_of(a, dev, attention)},
+              {"results", json::array()}};
   if (!no_device.empty()) doc["device"]["error"] = no_device;
   // The rows so far, to --out: rewritten after every row.
-  const auto save = [&](const json& results) {
+  s.save = [&](const json& results) {
     if (a.out.empty()) return;
     doc["results"] = results;
     io::write_file_atomic(a.out, doc.dump(1) + "\n");
@@ -401,112 +586,16 @@ void run(BenchArgs a) {
         for (int C : a.chunks)
           for (const auto& lens : packings(a, T))
             cases.push_back({a.batch, a.heads, T, D, parse_dtype(dts), C, offsets_of(lens)});
-  json results = json::array();
-  const size_t rows_per_case = impls.size() + attention_kernels.size() * a.windows.size();
-  const size_t total = cases.size() * rows_per_case * a.modes.size();
-  size_t done = 0;
-  // The unpacked rows of (impl, mode) for the shape being run, for packed rows' ratios.
-  std::map<std::pair<std::string, std::string>, std::pair<double, TimedCall>> unpacked;
+  for (const auto& f : families) s.total += cases.size() * f->rows_per_case();
   for (const Case& c : cases) {
-    if (c.cu_seqlens.empty()) unpacked.clear();  // a new shape starts with its unpacked rows
-    const CaseInputs in = no_device.empty() ? make_inputs(c) : CaseInputs{};
-    std::unique_ptr<Reference> ref_gdr, ref_ssd;
-    if (!a.no_reference && no_device.empty()) {
-      const bool need_ssd =
-          std::any_of(impls.begin(), impls.end(), [](const auto* i) { return !i->delta_rule; });
-      const bool need_gdr =
-          std::any_of(impls.begin(), impls.end(), [](const auto* i) { return i->delta_rule; });
-      std::fprintf(stderr, "\r[%zu/%zu] fp64 reference B=%lld H=%lld T=%lld D=%lld...      ", done,
-                   total, (long long)c.B, (long long)c.H, (long long)c.T, (long long)c.D);
-      if (need_gdr) ref_gdr = std::make_unique<Reference>(reference(in, false, c));
-      if (need_ssd) ref_ssd = std::make_unique<Reference>(reference(in, true, c));
-    }
-    for (const gdr::Implementation* impl : impls)
-      for (const auto& mode : a.modes) {
-        ++done;
-        std::fprintf(stderr, "\r[%zu/%zu] %s %s B=%lld H=%lld T=%lld D=%lld %s C=%d           ",
-                     done, total, impl->name, mode.c_str(), (long long)c.B, (long long)c.H,
-                     (long long)c.T, (long long)c.D, dtype_name(c.dtype), c.chunk);
-        const Reference* ref = impl->delta_rule ? ref_gdr.get() : ref_ssd.get();
-        json r;
-        try {
-          if (!no_device.empty()) throw std::runtime_error(no_device);
-          TimedCall timed;
-          int64_t kept = 0;  // device inputs the kept unpacked calls hold
-          for (const auto& [k, u] : unpacked) kept += u.second.held_bytes;
-          r = run_case(a, c, *impl, mode, in, ref, peak, &timed, kept);
-          const auto key = std::make_pair(std::string(impl->name), mode);
-          if (c.cu_seqlens.empty()) {
-            unpacked[key] = {double(r["median_ms"]), timed};
-          } else if (unpacked.count(key)) {
-            // The ratio of the rows' medians, and the drift-free one of alternating calls.
-            r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
-            r["vs_unpacked"] = interleaved_ratio(timed, unpacked[key].second, a.repeats);
-          }
-        } catch (const std::exception& e) {
-          r = row_of(impl->name, mode, c);
-          r["error"] = e.what();
-        }
-        results.push_back(r);
-        save(results);
-      }
-    // Attention does not depend on the chunk size: its rows go with the first. The rows of a
-    // window share their inputs and the fp64 reference.
-    const bool any_fwd_bwd = std::find(a.modes.begin(), a.modes.end(), "fwd_bwd") != a.modes.end();
-    const std::string reference = a.no_reference ? "" : any_fwd_bwd ? "fwd_bwd" : "fwd";
-    if (attention)
-      for (int64_t w : a.windows) {
-        const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
-        std::unique_ptr<AttentionInputs> ain;
-        std::string inputs_error;
-        for (AttentionKernel kernel : attention_kernels)
-          for (const auto& mode : a.modes) {
-            ++done;
-            if (c.chunk != a.chunks.front()) continue;
-            const std::string name = attention_impl_name(kernel);
-            json r;
-            try {
-              if (!no_device.empty()) throw std::runtime_error(no_device);
-              if (!ain && inputs_error.empty()) {
-                std::fprintf(
-                    stderr, "\r[%zu/%zu] attention inputs%s B=%lld H=%lld T=%lld D=%lld w=%lld   ",
-                    done, total, reference.empty() ? "" : " and fp64 reference", (long long)c.B,
-                    (long long)c.H, (long long)c.T, (long long)c.D, (long long)w);
-                try {
-                  ain = std::make_unique<AttentionInputs>(attention_inputs(ac, reference));
-                } catch (const std::exception& e) {
-                  inputs_error = e.what();
-                }
-              }
-              if (!inputs_error.empty()) throw std::runtime_error(inputs_error);
-              std::fprintf(stderr, "\r[%zu/%zu] %s %s B=%lld H=%lld T=%lld D=%lld %s w=%lld     ",
-                           done, total, name.c_str(), mode.c_str(), (long long)c.B, (long long)c.H,
-                           (long long)c.T, (long long)c.D, dtype_name(c.dtype), (long long)w);
-              r = run_attention_case(ac, kernel, mode, dev, a.repeats, a.min_sample_ms, peak, *ain);
-              const auto key = std::make_pair(name + "@" + std::to_string(w), mode);
-              if (c.cu_seqlens.empty()) {
-                unpacked[key] = {double(r["median_ms"]), TimedCall{}};
-              } else if (unpacked.count(key)) {
-                r["vs_unpacked_rows"] = double(r["median_ms"]) / unpacked[key].first;
-              }
-            } catch (const std::exception& e) {
-              r = attention_row(ac, name, mode);
-              r["device"] = dev.str();
-              r["error"] = e.what();
-            }
-            results.push_back(r);
-            save(results);
-          }
-      }
+    if (c.cu_seqlens.empty()) s.unpacked.clear();  // a new shape starts with its unpacked rows
+    for (const auto& f : families) f->run(c, s);
   }
   std::fprintf(stderr, "\r%-100s\r", "");
+  const json& results = s.results;
   doc["results"] = results;
   std::fputs(format_table(results).c_str(), stdout);
-  if (attention && !impls.empty()) {
-    const std::vector<std::string> crossings = attention_crossovers(results);
-    for (const std::string& line : crossings) std::printf("%s\n", line.c_str());
-    doc["attention_crossovers"] = crossings;
-  }
+  for (const auto& f : families) f->summarize(results, doc);
   if (!a.out.empty()) {
     io::write_file_atomic(a.out, doc.dump(1) + "\n");
     std::printf("wrote %s\n", a.out.c_str());
