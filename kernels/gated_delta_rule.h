@@ -53,8 +53,9 @@ inline const char* residual_name(Residual r) {
 Impl parse_impl(const std::string& name);
 Residual parse_residual(const std::string& name);
 
-// A new field must also be copied in detail::sequence_problem (kernels/gdr_split.h).
-struct Problem {
+// Every field of a Problem but its packing: what each sequence of a packed Problem shares with
+// it (detail::sequence_problem copies this part only).
+struct ProblemShape {
   int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
   int chunk = 64;    // chunk size C: 16, 32 or 64
   double scale = 0;  // resolved by the caller; 0 is not allowed
@@ -65,6 +66,9 @@ struct Problem {
   // CUDA fused kernels only: the V tile and the kernels' chunk (0: the plan's choice; 16, 32 or
   // 64 force one: model.fused_vt, model.fused_sub; the kernel lab's variants).
   int64_t fused_vt = 0, fused_sub = 0;
+};
+
+struct Problem : ProblemShape {
   // Packed sequences (fla's cu_seqlens, N + 1 offsets, 0 = cu[0] < cu[1] < ... < cu[N] = T,
   // B = 1); empty: B sequences of T tokens each. Host memory: the CUDA entry points copy what
   // their kernels need into the workspace.

@@ -15,18 +15,9 @@ namespace gdn::gdr::detail {
 // not copied (a copy for each of N sequences would cost N^2).
 inline Problem sequence_problem(const Problem& p, const Sequences& s, int64_t n) {
   Problem one;
+  static_cast<ProblemShape&>(one) = p;
   one.B = 1;
   one.T = s.len(n);
-  one.H = p.H;
-  one.HV = p.HV;
-  one.K = p.K;
-  one.V = p.V;
-  one.chunk = p.chunk;
-  one.scale = p.scale;
-  one.impl = p.impl;
-  one.residual = p.residual;
-  one.has_h0 = p.has_h0;
-  one.want_ht = p.want_ht;
   return one;
 }
 

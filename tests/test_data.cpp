@@ -487,7 +487,7 @@ TEST(PrepareData, ByteEndToEnd) {
 TEST(PrepareData, SentencePieceEndToEndWithMaxBytes) {
   TextFiles c;
   PrepareOptions o = c.options({"in/*.txt", "in/sub/*.txt"});
-  o.tokenizer = TokenizerKind::sentencepiece;
+  o.tokenizer = "sentencepiece";
   o.vocab_size = 300;
   o.threads = 1;
   o.max_bytes = 6000;

@@ -264,7 +264,7 @@ TEST(PrepareInputs, InvalidUtf8IsKeptByTheByteTokenizerAndReported) {
 TEST(PrepareInputs, InvalidUtf8IsReplacedForSentencePieceAndCounted) {
   BadUtf8Files f;
   PrepareOptions o = options_for(f.dir, {"latin1.txt", "rows.jsonl", "filler.txt"});
-  o.tokenizer = TokenizerKind::sentencepiece;
+  o.tokenizer = "sentencepiece";
   o.vocab_size = 300;
   o.threads = 1;
   const PrepareSummary s = prepare_data(o);

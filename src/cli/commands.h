@@ -15,5 +15,6 @@ void add_profile_memory_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_prepare_data_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace gdn::cli

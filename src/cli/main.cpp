@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   gdn::cli::add_profile_memory_command(app);
   gdn::cli::add_prepare_data_command(app);
   gdn::cli::add_plot_command(app);
+  gdn::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // a command's own exit status (a result, not an error)

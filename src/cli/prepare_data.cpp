@@ -28,10 +28,18 @@ void add_prepare_data_command(CLI::App& app) {
   cmd->add_flag("--skip-bad-lines", o->skip_bad_lines,
                 "JSON Lines: skip (and count) lines that are not JSON objects with a string "
                 "text field, instead of stopping at the first");
-  auto tokenizer = std::make_shared<std::string>("byte");
-  cmd->add_option("--tokenizer", *tokenizer, "byte or sentencepiece")
-      ->check(CLI::IsMember({"byte", "sentencepiece"}))
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "byte, sentencepiece (trained on the inputs), or the path of a Hugging Face "
+                  "tokenizer.json, a model directory holding one, or a tokenizer.model")
+      ->check(non_empty())
       ->capture_default_str();
+  cmd->add_option("--bos", o->specials.bos,
+                  "tokenizer.json: the added token that is bos (default: tokenizer_config.json "
+                  "beside it, else the one known name such as <s> or <|begin_of_text|>)");
+  cmd->add_option("--eos", o->specials.eos,
+                  "tokenizer.json: the added token appended after each document (default: "
+                  "tokenizer_config.json beside it, else the one known name such as </s> or "
+                  "<|endoftext|>)");
   cmd->add_option("--vocab-size", o->vocab_size,
                   "sentencepiece: vocabulary size (default 8192); byte: 256, or 258 for bos/eos")
       ->check(whole_number(1));
@@ -60,8 +68,7 @@ void add_prepare_data_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "tokenizer threads (0: all cores)")
       ->check(whole_number(0, 4096))
       ->capture_default_str();
-  cmd->callback([o, tokenizer, no_eos, no_byte_fallback] {
-    o->tokenizer = *enum_table(data::TokenizerKind{}).parse(*tokenizer);  // checked above
+  cmd->callback([o, no_eos, no_byte_fallback] {
     o->append_eos = !*no_eos;
     o->sp_byte_fallback = !*no_byte_fallback;
     const data::PrepareSummary s = data::prepare_data(*o);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "src/core/error.h"
+#include "src/data/tokenizer_file.h"
 #include "src/io/atomic_file.h"
 
 namespace gdn::data {
@@ -79,6 +80,16 @@ std::vector<Special> specials_of(const Tokenizer& tok, const fs::path& dir) {
   return out;
 }
 
+// gdn's byte tokenizer as write_hf_tokenizer_files writes it: a BPE model over the 256
+// byte-level symbols without merges (any other tokenizer.json is read by tokenizer_json.h).
+bool is_byte_tokenizer_hf_json(const nlohmann::json& j) {
+  if (!j.contains("model") || !j["model"].is_object()) return false;
+  const nlohmann::json& m = j["model"];
+  return m.value("type", "") == "BPE" && m.contains("merges") && m["merges"].is_array() &&
+         m["merges"].empty() && m.contains("vocab") && m["vocab"].is_object() &&
+         m["vocab"].size() == 256 && j.value("normalizer", nlohmann::json()).is_null();
+}
+
 }  // namespace
 
 void set_config_token_ids(const std::string& dir, int64_t bos_id, int64_t eos_id) {
@@ -146,6 +157,13 @@ std::vector<std::string> write_hf_tokenizer_files(const std::string& dir_in, con
   const fs::path dir(dir_in);
   GDN_CHECK(fs::is_directory(dir), "cannot write the tokenizer: '", dir_in, "' is not a directory");
   std::vector<std::string> written;
+  if (tok.name() == kHuggingFaceTokenizer) {  // its file as it was, and its config
+    written.push_back(tok.save(dir.string()));
+    written.push_back((dir / "tokenizer_config.json").string());
+    written.push_back((dir / "special_tokens_map.json").string());
+    set_config_token_ids(dir.string(), tok.bos_id(), tok.eos_id());
+    return written;
+  }
   nlohmann::json config;
   if (tok.name() == "byte") {
     const bool with_specials = tok.vocab_size() == 258;
@@ -198,6 +216,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& dir) {
   if (fs::exists(model) || !fs::exists(json)) return load_tokenizer(dir);  // names what is missing
   const nlohmann::json j = read_json(json);
   if (j.contains("type")) return load_tokenizer(dir);  // gdn's own byte tokenizer.json
+  if (!is_byte_tokenizer_hf_json(j)) return open_tokenizer_json(json.string());
   const std::string where = json.string();
   GDN_CHECK(j.contains("model") && j["model"].is_object(), where,
             ": no 'model' object (not a tokenizers JSON)");

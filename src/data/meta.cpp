@@ -119,7 +119,11 @@ std::string meta_json_text(const PrepareSummary& s, const PrepareOptions& o, con
       {"max_bytes", o.max_bytes},
       {"inputs", o.inputs.empty() ? std::vector<std::string>{"(default corpus)"} : o.inputs},
   };
-  if (s.tokenizer == "sentencepiece")
+  if (names_a_file(o.tokenizer)) {
+    meta["tokenizer_source"] = o.tokenizer;  // the path it was given as
+    meta["tokenizer_hash"] = s.tokenizer_hash;
+  }
+  if (o.tokenizer == "sentencepiece")
     meta["sentencepiece"] = {{"model_type", o.sp_model_type},
                              {"requested_vocab_size", o.vocab_size ? o.vocab_size : 8192},
                              {"byte_fallback", o.sp_byte_fallback},
@@ -153,9 +157,11 @@ PreparedData open_prepared(const std::string& dir) {
   // The tokenizer: the one named, in the file named, of the vocabulary and special ids given.
   const std::string tok_name = f.string("tokenizer");
   const std::string tok_file = f.string("tokenizer_file");
-  const std::string expected_file = tok_name == "byte" ? "tokenizer.json" : "tokenizer.model";
-  f.expect(tok_name == "byte" || tok_name == "sentencepiece", "tokenizer", "\"" + tok_name + "\"",
-           "expected \"byte\" or \"sentencepiece\"");
+  const std::string expected_file =
+      tok_name == "sentencepiece" ? "tokenizer.model" : "tokenizer.json";
+  f.expect(tok_name == "byte" || tok_name == "sentencepiece" || tok_name == kHuggingFaceTokenizer,
+           "tokenizer", "\"" + tok_name + "\"", "expected \"byte\", \"sentencepiece\" or \"",
+           kHuggingFaceTokenizer, "\"");
   f.expect(tok_file == expected_file, "tokenizer_file", "\"" + tok_file + "\"", "a ", tok_name,
            " tokenizer is stored as ", expected_file);
   GDN_CHECK(fs::exists(fs::path(dir) / tok_file), "'", p.meta_path, "': field \"tokenizer_file\" ",
@@ -163,6 +169,12 @@ PreparedData open_prepared(const std::string& dir) {
   p.tokenizer = load_tokenizer(dir);
   f.expect(p.tokenizer->name() == tok_name, "tokenizer", "\"" + tok_name + "\"", dir, " holds a ",
            p.tokenizer->name(), " tokenizer", kRedo);
+  if (root.contains("tokenizer_hash")) {
+    const std::string hash = f.string("tokenizer_hash");
+    const std::string now = file_hash((fs::path(dir) / tok_file).string());
+    f.expect(hash == now, "tokenizer_hash", "\"" + hash + "\"", "the file ", tok_file,
+             " hashes to ", now, kRedo);
+  }
   const int64_t vocab = f.integer("vocab_size", 1);
   f.expect(vocab == p.tokenizer->vocab_size(), "vocab_size", vocab, "the tokenizer ", tok_file,
            " has ", p.tokenizer->vocab_size(), " ids", kRedo);

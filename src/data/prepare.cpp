@@ -147,8 +147,9 @@ class DocTexts {
 ReadOptions read_options(const PrepareOptions& o) {
   ReadOptions ro;
   ro.text_field = o.text_field;
-  // The byte tokenizer encodes any byte; SentencePiece would map ill-formed bytes to <unk>.
-  ro.utf8 = o.tokenizer == TokenizerKind::byte ? Utf8Policy::keep : Utf8Policy::replace;
+  // The byte tokenizer encodes any byte; the others take text (SentencePiece would map
+  // ill-formed bytes to <unk>, Hugging Face's tokenizers take only valid UTF-8).
+  ro.utf8 = o.tokenizer == "byte" ? Utf8Policy::keep : Utf8Policy::replace;
   ro.skip_bad_lines = o.skip_bad_lines;
   ro.from_run_config = o.from_run_config;
   return ro;
@@ -292,7 +293,17 @@ std::vector<std::string> training_sample(const std::vector<InputFile>& files,
 std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<InputFile>& files,
                                           const std::vector<Doc>& docs, const PrepareOptions& o,
                                           PrepareSummary& s) {
-  if (o.tokenizer == TokenizerKind::byte) {
+  if (names_a_file(o.tokenizer)) {
+    auto tok = open_named_tokenizer(o.tokenizer, o.specials);
+    GDN_CHECK(o.vocab_size == 0 || o.vocab_size == tok->vocab_size(), "the tokenizer ", o.tokenizer,
+              " has ", tok->vocab_size(), " ids, not --vocab-size ", o.vocab_size,
+              " (a tokenizer file brings its vocabulary: leave --vocab-size out)");
+    return tok;
+  }
+  GDN_CHECK(o.specials.bos.empty() && o.specials.eos.empty(),
+            "--bos/--eos choose among a tokenizer.json's added tokens; the ", o.tokenizer,
+            " tokenizer has its own");
+  if (o.tokenizer == "byte") {
     GDN_CHECK(o.vocab_size == 0 || o.vocab_size == 256 || o.vocab_size == 258,
               "the byte tokenizer has vocab size 256 (or 258 with bos/eos), got --vocab-size ",
               o.vocab_size);
@@ -431,7 +442,9 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
     (jsonl ? s.files_jsonl : s.files_text) += 1;
     s.files_json_as_text += !jsonl && is_json_name(f.path) ? 1 : 0;
   }
-  s.utf8_handling = o.tokenizer == TokenizerKind::byte ? "kept" : "replaced";
+  GDN_CHECK(names_a_file(o.tokenizer) || o.tokenizer == "byte" || o.tokenizer == "sentencepiece",
+            "unknown tokenizer '", o.tokenizer, "'");
+  s.utf8_handling = o.tokenizer == "byte" ? "kept" : "replaced";
 
   std::vector<Doc> docs = scan(files, o, s);
   GDN_CHECK(!docs.empty(), "no usable text among ", files.size(), " files (",
@@ -459,9 +472,13 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
     val.finish();
   }
   // Only one tokenizer file may be present, or load_tokenizer could pick a stale one.
-  fs::remove(fs::path(o.out_dir) / (tok->name() == "byte" ? "tokenizer.model" : "tokenizer.json"),
-             ec);
+  const bool json_file = tok->name() != "sentencepiece";
+  fs::remove(fs::path(o.out_dir) / (json_file ? "tokenizer.model" : "tokenizer.json"), ec);
+  if (tok->name() != kHuggingFaceTokenizer)
+    for (const char* stale : {"tokenizer_config.json", "special_tokens_map.json"})
+      fs::remove(fs::path(o.out_dir) / stale, ec);
   s.tokenizer_path = tok->save(o.out_dir);
+  if (names_a_file(o.tokenizer)) s.tokenizer_hash = file_hash(s.tokenizer_path);
 
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   s.meta_path = (fs::path(o.out_dir) / "meta.json").string();

@@ -21,14 +21,18 @@
 
 #include "src/data/text_inputs.h"
 #include "src/data/tokenizer.h"
+#include "src/data/tokenizer_file.h"
 
 namespace gdn::data {
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // files, directories (walked) or glob(3) patterns;
                                     // empty: the default corpus (corpus.h)
-  TokenizerKind tokenizer = TokenizerKind::byte;
-  int64_t vocab_size = 0;  // 0: 256 (byte) or 8192 (sentencepiece); byte 258 adds bos/eos
+  // byte, sentencepiece (trained on the corpus) or the path of a tokenizer (tokenizer_file.h)
+  std::string tokenizer = "byte";
+  SpecialTokens specials;  // a tokenizer.json's bos and eos (--bos, --eos)
+  int64_t vocab_size = 0;  // 0: 256 (byte) or 8192 (sentencepiece); byte 258 adds bos/eos;
+                           // a tokenizer file: 0 or its vocabulary size
   std::string out_dir;
   std::string text_field = "text";  // JSON Lines: the field holding each document
   bool skip_bad_lines = false;      // JSON Lines: skip and count bad lines instead of failing
@@ -54,6 +58,7 @@ struct Utf8FileReport {
 
 struct PrepareSummary {
   std::string tokenizer;
+  std::string tokenizer_hash;  // a tokenizer file's content hash (file_hash)
   int64_t vocab_size = 0;
   int64_t files_found = 0, files_used = 0, files_truncated = 0;
   int64_t files_jsonl = 0, files_text = 0;  // found, by format

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "src/core/error.h"
+#include "src/data/tokenizer_file.h"
 #include "src/io/atomic_file.h"
 
 namespace gdn::data {
@@ -257,9 +258,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   } catch (const std::exception& e) {
     GDN_FAIL(json.string(), ": not valid JSON: ", e.what());
   }
+  // Hugging Face's tokenizer.json (a "model" object) or gdn's byte tokenizer ("type": "byte").
+  if (j.is_object() && j.contains("model") && !j.contains("type"))
+    return open_tokenizer_json(json.string());
   const std::string type = j.value("type", "");
   GDN_CHECK(type == "byte", json.string(), ": unknown tokenizer type '", type,
-            "' (expected \"byte\"; a SentencePiece tokenizer is stored as tokenizer.model)");
+            "' (expected \"byte\", or a tokenizer.json of Hugging Face's tokenizers library; a ",
+            "SentencePiece tokenizer is stored as tokenizer.model)");
   const int64_t vocab = j.value("vocab_size", int64_t(256));
   GDN_CHECK(vocab == 256 || vocab == 258, json.string(), ": byte tokenizer vocab_size must be 256 ",
             "or 258 (with bos/eos), got ", vocab);

@@ -14,16 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/enum_table.h"
-
 namespace gdn::data {
-
-enum class TokenizerKind { byte, sentencepiece };
-inline constexpr EnumEntry<TokenizerKind> kTokenizerNames[] = {
-    {TokenizerKind::byte, "byte"}, {TokenizerKind::sentencepiece, "sentencepiece"}};
-inline EnumTable<TokenizerKind> enum_table(TokenizerKind) {
-  return kTokenizerNames;
-}
 
 class Tokenizer {
  public:

@@ -35,8 +35,14 @@ class TextData final : public DataSource {
     tokenizer_ = std::move(p.tokenizer);
     bytes_per_token_ = p.val_bytes_per_token();
     GDN_CHECK(tokenizer_->vocab_size() <= cfg.model.vocab_size, "the data in ", dir, " uses ",
-              tokenizer_->vocab_size(), " token ids but model.vocab_size is ",
-              cfg.model.vocab_size);
+              tokenizer_->vocab_size(), " token ids (its ", tokenizer_->name(),
+              " tokenizer) but model.vocab_size is ", cfg.model.vocab_size,
+              ": set model.vocab_size to at least ", tokenizer_->vocab_size());
+    // Rows no token uses: the embedding is padded up to model.vocab_size (a multiple of 64,
+    // say, for faster GEMMs); say so, since a typo looks the same.
+    if (tokenizer_->vocab_size() < cfg.model.vocab_size)
+      vocab_note_ = str_cat("; model.vocab_size ", cfg.model.vocab_size, " pads the embedding by ",
+                            cfg.model.vocab_size - tokenizer_->vocab_size(), " unused rows");
     GDN_CHECK(train_->size() > cfg.data.seq_len + 1, dir, "/train.bin holds ", train_->size(),
               " tokens, fewer than data.seq_len + 1 = ", cfg.data.seq_len + 1);
     // Training evaluates: an empty val.bin would log no validation and a best_val_loss of 0.
@@ -80,7 +86,7 @@ class TextData final : public DataSource {
   const data::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
   std::string describe() const override {
     return str_cat(dir_, ": ", tokenizer_->name(), " tokenizer (vocab ", tokenizer_->vocab_size(),
-                   "), ", train_->size(), " train / ", val_->size(), " val tokens; ",
+                   vocab_note_, "), ", train_->size(), " train / ", val_->size(), " val tokens; ",
                    packing_summary());
   }
 
@@ -95,7 +101,7 @@ class TextData final : public DataSource {
                    "% text, the rest padding)");
   }
 
-  std::string dir_, pack_note_;
+  std::string dir_, pack_note_, vocab_note_;
   std::shared_ptr<const data::Shard> train_, val_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::unique_ptr<data::DataLoader> loader_;
@@ -154,10 +160,12 @@ void check_run_data_matches(const RunConfig& cfg, const std::string& dir) {
   const nlohmann::json meta =
       nlohmann::json::parse(io::read_regular_file(meta_path), nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object()) return;  // open_prepared names what is wrong with it
-  const std::string want_tokenizer{enum_name(cfg.data.tokenizer)};
+  const std::string want_tokenizer = cfg.data.tokenizer;
   const std::vector<std::string> want_inputs =
       cfg.data.inputs.empty() ? std::vector<std::string>{"(default corpus)"} : cfg.data.inputs;
-  const auto tokenizer = meta.find("tokenizer");
+  // A tokenizer file is recorded as the path it was given as.
+  auto tokenizer = meta.find("tokenizer_source");
+  if (tokenizer == meta.end()) tokenizer = meta.find("tokenizer");
   const auto inputs = meta.find("inputs");
   const std::string hint = str_cat(
       ": the run's data was prepared once, from the config it started with. Keep data.tokenizer ",
@@ -188,12 +196,14 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   data::PrepareOptions po;
   po.inputs = cfg.data.inputs;
   po.tokenizer = cfg.data.tokenizer;
+  po.specials = {cfg.data.bos_token, cfg.data.eos_token};
   // Byte: 258 (bos, eos) when asked, or when the model's vocabulary is that size.
   const int64_t dv = cfg.data.vocab_size;
   const int64_t byte_vocab = dv == 256 || dv == 258 ? dv : (cfg.model.vocab_size == 258 ? 258 : 0);
-  po.vocab_size = cfg.data.tokenizer == data::TokenizerKind::sentencepiece
+  po.vocab_size = cfg.data.tokenizer == "sentencepiece"
                       ? (cfg.data.vocab_size ? cfg.data.vocab_size : cfg.model.vocab_size)
-                      : byte_vocab;
+                  : cfg.data.tokenizer == "byte" ? byte_vocab
+                                                 : cfg.data.vocab_size;
   po.out_dir = dir;
   po.val_fraction = cfg.data.val_fraction;
   po.text_field = cfg.data.text_field;

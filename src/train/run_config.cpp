@@ -2,9 +2,11 @@
 #include "src/train/run_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/data/tokenizer_file.h"
 #include "src/io/yaml_config.h"
 
 namespace gdn::train {
@@ -108,7 +110,9 @@ void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
   b.bind_enum("data.task", &d.task);
   b.bind("data.dir", &d.dir);
   b.bind("data.inputs", &d.inputs);
-  b.bind_enum("data.tokenizer", &d.tokenizer);
+  b.bind("data.tokenizer", &d.tokenizer);
+  b.bind("data.bos_token", &d.bos_token);
+  b.bind("data.eos_token", &d.eos_token);
   b.bind("data.vocab_size", &d.vocab_size);
   b.bind_enum("data.pack", &d.pack);
   b.bind("data.text_field", &d.text_field);
@@ -182,6 +186,9 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
 void RunConfig::validate() const {
   model.validate();
   GDN_CHECK(data.seq_len >= 1, "data.seq_len must be >= 1, got ", data.seq_len);
+  GDN_CHECK(!data::names_a_file(data.tokenizer) || std::filesystem::exists(data.tokenizer),
+            "data.tokenizer: '", data.tokenizer, "' is neither byte, sentencepiece, nor an ",
+            "existing tokenizer.json, tokenizer.model or model directory");
   GDN_CHECK(data.val_fraction >= 0 && data.val_fraction < 1,
             "data.val_fraction must be in [0, 1), got ", data.val_fraction);
   GDN_CHECK(train.steps >= 0 && train.batch_size >= 1 && train.grad_accum >= 1,

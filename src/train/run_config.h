@@ -48,7 +48,10 @@ struct DataConfig {
   Task task = Task::text;           // text | mqar (synthetic associative recall)
   std::string dir;                  // shard directory (train.bin, val.bin, tokenizer)
   std::vector<std::string> inputs;  // text files / globs, tokenized on the fly when dir is empty
-  data::TokenizerKind tokenizer = data::TokenizerKind::byte;  // with inputs
+  // With inputs: byte, sentencepiece (trained on them) or the path of a tokenizer.json, a
+  // model directory or a tokenizer.model (src/data/tokenizer_file.h)
+  std::string tokenizer = "byte";
+  std::string bos_token, eos_token;  // a tokenizer.json's bos and eos ("": its own choice)
   // sentencepiece vocabulary (0: model.vocab_size); byte: 256, or 258 with bos/eos (other
   // values: 258 when model.vocab_size is 258, else 256)
   int64_t vocab_size = 0;
