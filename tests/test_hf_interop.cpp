@@ -660,5 +660,27 @@ TEST(Generate, NulBytesAreWrittenAndTheSampleEndsWithANewline) {
   EXPECT_EQ(out, "line\n");
 }
 
+TEST(Generate, NeverSamplesTheRowsThatPadTheEmbedding) {
+  // The padding rows (ids 256..319, past the byte tokenizer) get the largest logits: the lm head's
+  // rows there are large and the rest zero. Sampling still draws only ids the tokenizer has.
+  Generator g(1);
+  nn::CausalLM m(test::model_config({16, 1, 2, 8, 320}), test::init_context(g));
+  // Every hidden state is the embedding (all ones: the blocks add zero), the final norm keeps it.
+  for (auto& [name, p] : m.named_parameters()) {
+    const bool ones = name == "model.norm.weight" || name.find("embeddings") != std::string::npos;
+    ops::fill_(p, ones ? 1.0 : 0.0);
+  }
+  Tensor head = m.lm_head_weight();
+  std::vector<double> w(size_t(head.numel()), 0.0);
+  for (size_t i = 256 * 16; i < w.size(); ++i) w[i] = 50.0;
+  ops::copy_(head, ops::from_vector(w, head.shape(), head.dtype(), head.device()));
+  auto tok = data::make_byte_tokenizer(false);
+  train::GenerateOptions o;
+  o.max_tokens = 8;
+  const train::GenerateStats s = train::generate_text(m, *tok, "hi", o, [](std::string_view) {});
+  ASSERT_EQ(s.ids.size(), 8u);
+  for (int32_t id : s.ids) EXPECT_LT(id, 256);
+}
+
 }  // namespace
 }  // namespace gdn

@@ -160,8 +160,10 @@ GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& to
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<int32_t> pending;  // tokens not yet written (a UTF-8 character may span several)
   for (; stats.generated < options.max_tokens; ++stats.generated) {
-    const int64_t next =
-        sample_token(logits, options.sampling, options.seed, uint64_t(stats.generated));
+    // Only ids the tokenizer has: rows past its vocabulary pad the embedding and mean no text.
+    std::vector<double> z = logits.to_vector();
+    z.resize(size_t(tok.vocab_size()));
+    const int64_t next = sample_token(z, options.sampling, options.seed, uint64_t(stats.generated));
     stats.ids.push_back(int32_t(next));
     if (next == tok.eos_id()) {
       if (!options.reset_on_eos) break;
@@ -175,7 +177,9 @@ GenerateStats generate_text(const nn::CausalLM& model, const data::Tokenizer& to
     pending.push_back(int32_t(next));
     const std::string text = tok.decode(pending);
     // Four tokens cover any character; past that the bytes are not UTF-8 and go out as they are.
-    if (data::is_valid_utf8(text, nullptr) || pending.size() >= 4) {
+    // A decoder that replaces a cut character (tokenizer.json's) ends the text in U+FFFD instead.
+    const bool cut = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+    if ((data::is_valid_utf8(text, nullptr) && !cut) || pending.size() >= 4) {
       emit(text);
       pending.clear();
     }
