@@ -23,19 +23,21 @@ const std::vector<std::string> kBosNames = {"<s>", "<|begin_of_text|>", "<bos>",
 const std::vector<std::string> kEosNames = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>",
                                             "<|eos|>"};
 
-struct AddedToken {
-  int64_t id;
-  bool special;
-  json entry;  // as the file has it (content, lstrip, rstrip, single_word, normalized, special)
-};
+using AddedToken = JsonTokenizer::AddedToken;
+using AddedByContent = std::map<std::string, AddedToken>;
+
+// The added token as tokenizer_config.json's added_tokens_decoder lists it.
+json decoder_entry(const AddedToken& t) {
+  return {{"content", t.content}, {"single_word", t.single_word}, {"lstrip", t.lstrip},
+          {"rstrip", t.rstrip},   {"normalized", t.normalized},   {"special", t.special}};
+}
 
 // A tokenizer.json's encoder with the bos and eos training uses.
 class HuggingFaceTokenizer : public Tokenizer {
  public:
-  HuggingFaceTokenizer(std::unique_ptr<Tokenizer> encoder, std::string file_bytes,
-                       std::map<std::string, AddedToken> added, std::string bos, std::string eos)
+  HuggingFaceTokenizer(std::unique_ptr<JsonTokenizer> encoder, AddedByContent added,
+                       std::string bos, std::string eos)
       : encoder_(std::move(encoder)),
-        file_bytes_(std::move(file_bytes)),
         added_(std::move(added)),
         bos_(std::move(bos)),
         eos_(std::move(eos)) {}
@@ -54,8 +56,7 @@ class HuggingFaceTokenizer : public Tokenizer {
   // tokenizer.json as it was, tokenizer_config.json (AutoTokenizer's fast tokenizer over it, with
   // bos/eos named and no tokens added by encode) and special_tokens_map.json.
   std::string save(const std::string& dir) const override {
-    const std::string path = (fs::path(dir) / "tokenizer.json").string();
-    io::write_file_atomic(path, file_bytes_);
+    const std::string path = encoder_->save(dir);
     json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                    {"add_bos_token", false},
                    {"add_eos_token", false},
@@ -66,7 +67,8 @@ class HuggingFaceTokenizer : public Tokenizer {
     if (!bos_.empty()) config["bos_token"] = map["bos_token"] = bos_;
     if (!eos_.empty()) config["eos_token"] = map["eos_token"] = eos_;
     json decoder = json::object();
-    for (const auto& [content, t] : added_) decoder[std::to_string(t.id)] = t.entry;
+    for (const AddedToken& t : encoder_->added_tokens())
+      decoder[std::to_string(t.id)] = decoder_entry(t);
     config["added_tokens_decoder"] = decoder;
     io::write_file_atomic((fs::path(dir) / "tokenizer_config.json").string(),
                           config.dump(2) + "\n");
@@ -77,28 +79,10 @@ class HuggingFaceTokenizer : public Tokenizer {
  private:
   int64_t id_of(const std::string& token) const { return token.empty() ? -1 : added_.at(token).id; }
 
-  std::unique_ptr<Tokenizer> encoder_;
-  std::string file_bytes_;
-  std::map<std::string, AddedToken> added_;  // by content
-  std::string bos_, eos_;                    // token texts ("": none)
+  std::unique_ptr<JsonTokenizer> encoder_;
+  AddedByContent added_;
+  std::string bos_, eos_;  // token texts ("": none)
 };
-
-std::map<std::string, AddedToken> added_tokens_of(const json& file, const std::string& path) {
-  std::map<std::string, AddedToken> added;
-  const json& list = file.contains("added_tokens") ? file["added_tokens"] : json::array();
-  GDN_CHECK(list.is_array(), path, ": \"added_tokens\" must be an array");
-  for (const json& t : list) {
-    GDN_CHECK(t.is_object() && t.contains("content") && t["content"].is_string() &&
-                  t.contains("id") && t["id"].is_number_integer(),
-              path, ": an added token needs a string \"content\" and an integer \"id\", got ",
-              t.dump());
-    json entry = t;
-    entry.erase("id");
-    added[t["content"].get<std::string>()] = {t["id"].get<int64_t>(), t.value("special", false),
-                                              entry};
-  }
-  return added;
-}
 
 // tokenizer_config.json's bos_token or eos_token: a string, {"content": ...} or null.
 std::string config_token(const json& config, const char* role) {
@@ -112,9 +96,8 @@ std::string config_token(const json& config, const char* role) {
 
 // The one special added token with a known name for the role, "" when none; several are an error
 // naming them and the flag that picks one.
-std::string known_token(const std::map<std::string, AddedToken>& added,
-                        const std::vector<std::string>& names, const char* role, const char* flag,
-                        const std::string& path) {
+std::string known_token(const AddedByContent& added, const std::vector<std::string>& names,
+                        const char* role, const char* flag, const std::string& path) {
   std::vector<std::string> found;
   for (const std::string& n : names) {
     const auto it = added.find(n);
@@ -128,9 +111,8 @@ std::string known_token(const std::map<std::string, AddedToken>& added,
 // The role's token: asked for (it must be an added token of the file), else the directory's
 // tokenizer_config.json, else a known name.
 std::string choose_token(const std::string& asked, const json& dir_config,
-                         const std::map<std::string, AddedToken>& added,
-                         const std::vector<std::string>& names, const char* role, const char* flag,
-                         const std::string& path) {
+                         const AddedByContent& added, const std::vector<std::string>& names,
+                         const char* role, const char* flag, const std::string& path) {
   std::string token = asked;
   const char* from = flag;
   if (token.empty()) {
@@ -147,12 +129,9 @@ std::string choose_token(const std::string& asked, const json& dir_config,
 
 std::unique_ptr<Tokenizer> open_tokenizer_json(const std::string& path,
                                                const SpecialTokens& specials) {
-  std::string bytes = io::read_regular_file(path);
-  const json file = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  GDN_CHECK(file.is_object(), path, ": not a JSON object (a tokenizer.json of the tokenizers ",
-            "library was expected)");
-  std::unique_ptr<Tokenizer> encoder = load_tokenizer_json(path);
-  std::map<std::string, AddedToken> added = added_tokens_of(file, path);
+  auto encoder = std::make_unique<JsonTokenizer>(path);
+  AddedByContent added;
+  for (const AddedToken& t : encoder->added_tokens()) added[t.content] = t;
   json dir_config = json::object();
   const fs::path config_path = fs::path(path).parent_path() / "tokenizer_config.json";
   if (fs::is_regular_file(config_path)) {
@@ -163,8 +142,7 @@ std::unique_ptr<Tokenizer> open_tokenizer_json(const std::string& path,
       choose_token(specials.bos, dir_config, added, kBosNames, "bos_token", "--bos", path);
   const std::string eos =
       choose_token(specials.eos, dir_config, added, kEosNames, "eos_token", "--eos", path);
-  return std::make_unique<HuggingFaceTokenizer>(std::move(encoder), std::move(bytes),
-                                                std::move(added), bos, eos);
+  return std::make_unique<HuggingFaceTokenizer>(std::move(encoder), std::move(added), bos, eos);
 }
 
 bool names_a_file(const std::string& name) {
