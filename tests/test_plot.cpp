@@ -181,6 +181,35 @@ TEST(Plot, EmaSmoothing) {
   EXPECT_NEAR(r[1], 5 / 0.75, 1e-12);
 }
 
+// On a ramp the plain EMA trails by (1 - alpha) / alpha points; the centred one, a symmetric
+// kernel, sits on the ramp away from the ends (both ends debiased, a constant stays constant).
+TEST(Plot, CentredSmoothingDoesNotLag) {
+  std::vector<double> ramp;
+  for (int i = 0; i < 400; ++i) ramp.push_back(i);
+  const double alpha = 2.0 / (9 + 1);
+  EXPECT_NEAR(ema_smooth(ramp, 9)[200], 200 - (1 - alpha) / alpha, 1e-6);
+  EXPECT_NEAR(centred_ema_smooth(ramp, 9)[200], 200, 1e-6);
+  for (double v : centred_ema_smooth({4, 4, 4, 4}, 10)) EXPECT_NEAR(v, 4, 1e-12);
+  EXPECT_EQ(centred_ema_smooth({1, 2, 3}, 1), (std::vector<double>{1, 2, 3}));
+}
+
+// --metrics: one panel per metric, stacked, each a whole plot; any numeric field can be drawn.
+TEST(Plot, MetricPanelsStackAndUnknownMetricsAreNamed) {
+  MetricsSeries m = parse(synthetic_metrics());
+  EXPECT_EQ(m.scalars.count("loss"), 1u);
+  EXPECT_EQ(m.scalars.at("lr").size(), m.lr.size());
+  PlotOptions o;
+  o.title = "run";
+  const std::string svg = render_metrics_svg(m, {"loss", "lr"}, o);
+  EXPECT_EQ(xml_balance_error(svg), "");
+  EXPECT_NE(svg.find("height=\"1080\""), std::string::npos);
+  EXPECT_NE(svg.find("<svg x=\"0\" y=\"540\""), std::string::npos);
+  EXPECT_NE(svg.find(">run: lr<"), std::string::npos);
+  EXPECT_EQ(count_of(svg, "series-train-ema\""), 2);
+  const std::string e = error_of([&] { render_metrics_svg(m, {"grad_nrom"}, o); });
+  EXPECT_NE(e.find("the metrics have no 'grad_nrom' (they have: "), std::string::npos) << e;
+}
+
 TEST(Plot, NiceTicksAndLabels) {
   Axis a = linear_axis(2.13, 11.7);
   EXPECT_LE(a.lo, 2.13);
@@ -228,7 +257,7 @@ TEST(Plot, SvgIsWellFormedWithOnePolylinePerSeries) {
   for (const char* cls : {"series-train\"", "series-train-ema\"", "series-val\"", "series-lr\""})
     EXPECT_EQ(count_of(svg, cls), 1) << cls;
   EXPECT_EQ(count_of(svg, "<circle"), 11 + 1) << "a marker per val point, one in the legend";
-  for (const char* label : {">train loss<", ">train loss (EMA 20)<", ">val loss<",
+  for (const char* label : {">train loss<", ">train loss (centred EMA 20)<", ">val loss<",
                             ">learning rate<", ">step<", ">loss<"})
     EXPECT_NE(svg.find(label), std::string::npos) << label;
 

@@ -1,10 +1,13 @@
 // `gdn plot RUN_DIR`: draws RUN_DIR/metrics.jsonl (training loss raw and smoothed, validation
-// loss, learning rate) into an SVG, by default RUN_DIR/loss.svg. Malformed lines (a crash can
+// loss, learning rate; with --metrics also panels of grad norm, tokens/s, ...) into an SVG, by
+// default RUN_DIR/loss.svg. Malformed lines (a crash can
 // leave half a line) are skipped with a warning rather than failing the plot.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "src/cli/commands.h"
 #include "src/cli/flag_checks.h"
@@ -22,6 +25,7 @@ struct PlotArgs {
   bool log_x = false, no_lr = false;
   double smooth = 20;
   int width = 960, height = 540;
+  std::vector<std::string> metrics{"loss"};
 };
 
 void run(const PlotArgs& a) {
@@ -43,7 +47,9 @@ void run(const PlotArgs& a) {
   options.width = a.width;
   options.height = a.height;
   train::PlotLayout layout;
-  const std::string svg = train::render_loss_svg(metrics, options, &layout);
+  const bool loss_only = a.metrics == std::vector<std::string>{"loss"};
+  const std::string svg = loss_only ? train::render_loss_svg(metrics, options, &layout)
+                                    : train::render_metrics_svg(metrics, a.metrics, options);
   if (layout.dropped > 0)
     std::fprintf(stderr, "gdn plot: note: %lld point(s) at step <= 0 are not on the log x axis\n",
                  static_cast<long long>(layout.dropped));
@@ -67,8 +73,15 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("run_dir", a->run_dir, "run directory holding metrics.jsonl")->required();
   cmd->add_option("--out,-o", a->out, "output SVG (default RUN_DIR/loss.svg)");
   cmd->add_flag("--log-x", a->log_x, "logarithmic step axis");
+  cmd->add_option("--metrics", a->metrics,
+                  "panels, top to bottom: loss (train and val loss, lr on its own axis) and any "
+                  "metric the records carry (lr, grad_norm, tokens_per_s, mfu, mem_bytes, "
+                  "val_ppl, ...)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--smooth", a->smooth,
-                  "EMA span in points for the smoothed training loss (<= 1: none)")
+                  "span in points of the smoothed line: a centred EMA (the mean of an EMA run "
+                  "forwards and one run backwards), so it does not lag (<= 1: none)")
       ->check(real_number(-std::numeric_limits<double>::max()))
       ->capture_default_str();
   cmd->add_flag("--no-lr", a->no_lr, "leave out the learning-rate axis");

@@ -163,7 +163,7 @@ PlotSeries plot_series(const MetricsSeries& m, const PlotOptions& o, PlotLayout&
             o.log_x ? " (a log x axis leaves out steps <= 0)" : "");
   for (const SeriesPoint& p : s.train) s.raw.push_back(p.value);
   s.smoothed = o.smooth > 1 && !s.train.empty();
-  if (s.smoothed) s.ema = ema_smooth(s.raw, o.smooth);
+  if (s.smoothed) s.ema = centred_ema_smooth(s.raw, o.smooth);
   for (const SeriesPoint& p : s.lr) s.lr_max = std::max(s.lr_max, p.value);
   L.has_lr = !s.lr.empty() && s.lr_max > 0;
   return s;
@@ -277,7 +277,7 @@ void write_side_axis(std::ostream& svg, const PlotLayout& L, const SideAxis& a) 
 void write_axes(std::ostream& svg, const PlotLayout& L, const PlotOptions& o) {
   write_grid(svg, L);
   write_x_axis(svg, L, o);
-  write_side_axis(svg, L, {"y-axis", L.y, L.left, -1, "black", "", 22, "loss"});
+  write_side_axis(svg, L, {"y-axis", L.y, L.left, -1, "black", "", 22, o.metric.c_str()});
   if (L.has_lr)
     write_side_axis(
         svg, L,
@@ -316,14 +316,17 @@ std::vector<SeriesStyle> write_series(std::ostream& svg, const PlotSeries& s, co
     std::vector<Pixel> pts;
     for (size_t i = 0; i < s.train.size(); ++i)
       pts.push_back({P.x(s.train[i].step), P.y(s.raw[i])});
-    polyline("series-train", pts, {"train loss", "#1f77b4", "", 1, s.smoothed ? 0.35 : 1.0, false});
+    const std::string name = o.metric == "loss" ? "train loss" : o.metric;
+    polyline("series-train", pts, {name, "#1f77b4", "", 1, s.smoothed ? 0.35 : 1.0, false});
   }
   if (s.smoothed) {
     std::vector<Pixel> pts;
     for (size_t i = 0; i < s.train.size(); ++i)
       pts.push_back({P.x(s.train[i].step), P.y(s.ema[i])});
     polyline("series-train-ema", pts,
-             {"train loss (EMA " + fmt("%g", o.smooth) + ")", "#1f77b4", "", 2, 1.0, false});
+             {(o.metric == "loss" ? "train loss" : o.metric) + " (centred EMA " +
+                  fmt("%g", o.smooth) + ")",
+              "#1f77b4", "", 2, 1.0, false});
   }
   if (!s.val.empty()) {
     std::vector<Pixel> pts;
@@ -391,7 +394,12 @@ MetricsSeries parse_metrics(std::istream& in) {
     if (f_loss == Field::number) m.train_loss.push_back({step, loss});
     if (f_val == Field::number) m.val_loss.push_back({step, val_loss});
     if (f_lr == Field::number) m.lr.push_back({step, lr});
+    if (f_step == Field::number)
+      for (const auto& [key, value] : j.items())
+        if (key != "step" && value.is_number() && std::isfinite(value.get<double>()))
+          m.scalars[key].push_back({step, value.get<double>()});
   }
+  for (auto& [key, series] : m.scalars) sort_unique_by_step(series);
   sort_unique_by_step(m.train_loss);
   sort_unique_by_step(m.val_loss);
   sort_unique_by_step(m.lr);
@@ -421,6 +429,17 @@ std::vector<double> ema_smooth(const std::vector<double>& values, double span) {
     weight = (1 - alpha) * weight + alpha;
     out[i] = avg / weight;
   }
+  return out;
+}
+
+std::vector<double> centred_ema_smooth(const std::vector<double>& values, double span) {
+  if (span <= 1) return values;
+  const std::vector<double> forward = ema_smooth(values, span);
+  std::vector<double> reversed(values.rbegin(), values.rend());
+  const std::vector<double> backward = ema_smooth(reversed, span);
+  std::vector<double> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = 0.5 * (forward[i] + backward[values.size() - 1 - i]);
   return out;
 }
 
@@ -522,6 +541,41 @@ std::string render_loss_svg(const MetricsSeries& m, const PlotOptions& o, PlotLa
   write_legend(svg, legend, L);
   svg << "</svg>\n";
   if (layout_out) *layout_out = L;
+  return svg.str();
+}
+
+std::string render_metrics_svg(const MetricsSeries& m, const std::vector<std::string>& names,
+                               const PlotOptions& o) {
+  GDN_CHECK(!names.empty(), "plot: no metric to draw");
+  std::ostringstream svg;
+  const int height = o.height * int(names.size());
+  svg << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << o.width << " " << height << "\">\n";
+  for (size_t i = 0; i < names.size(); ++i) {
+    PlotOptions panel = o;
+    panel.metric = names[i];
+    std::string one;
+    if (names[i] == "loss") {
+      one = render_loss_svg(m, panel);
+    } else {
+      const auto it = m.scalars.find(names[i]);
+      if (it == m.scalars.end()) {
+        std::vector<std::string> known;
+        for (const auto& [key, series] : m.scalars) known.push_back(key);
+        GDN_FAIL("plot: the metrics have no '", names[i], "' (they have: ", join(known, ", "), ")");
+      }
+      MetricsSeries only;
+      only.train_loss = it->second;
+      panel.show_lr = false;
+      panel.title = o.title + ": " + names[i];
+      one = render_loss_svg(only, panel);
+    }
+    // Each panel is a whole SVG: nested at its offset, without its XML declaration.
+    one.erase(0, one.find("<svg"));
+    svg << "<svg x=\"0\" y=\"" << o.height * int(i) << "\"" << one.substr(4);
+  }
+  svg << "</svg>\n";
   return svg.str();
 }
 

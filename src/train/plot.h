@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <istream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,12 @@ struct SeriesPoint {
 
 struct MetricsSeries {
   std::vector<SeriesPoint> train_loss, val_loss, lr;  // each sorted by step, one point per step
-  int64_t lines = 0;                                  // non-blank lines read
-  int64_t malformed = 0;                              // of them, skipped as malformed
-  int64_t non_finite = 0;                             // records with a null loss or val_loss
+  // Every numeric field of the records by name (loss, lr, grad_norm, tokens_per_s, val_loss,
+  // ...), each sorted by step: what `gdn plot --metrics` draws.
+  std::map<std::string, std::vector<SeriesPoint>> scalars;
+  int64_t lines = 0;       // non-blank lines read
+  int64_t malformed = 0;   // of them, skipped as malformed
+  int64_t non_finite = 0;  // records with a null loss or val_loss
 };
 
 MetricsSeries parse_metrics(std::istream& in);
@@ -34,8 +38,13 @@ MetricsSeries parse_metrics(std::istream& in);
 MetricsSeries read_metrics(const std::string& path);
 
 // Debiased exponential moving average (as TensorBoard's smoothing) with alpha = 2 / (span + 1);
-// span <= 1 returns the values unchanged.
+// span <= 1 returns the values unchanged. It lags: a falling curve is drawn about span / 2
+// points late.
 std::vector<double> ema_smooth(const std::vector<double>& values, double span);
+// The mean of ema_smooth run forwards and run backwards over the values: a symmetric
+// (two-sided exponential) kernel, so the smoothed curve does not lag behind the raw one; both
+// ends are debiased. What the plots draw.
+std::vector<double> centred_ema_smooth(const std::vector<double>& values, double span);
 
 // An axis: the drawn range [lo, hi] and where its ticks go (values, not pixels).
 struct Axis {
@@ -54,6 +63,7 @@ std::string format_tick(double value, double spacing);
 
 struct PlotOptions {
   std::string title;
+  std::string metric = "loss";  // the panel's metric: "loss" adds val_loss and the lr axis
   bool log_x = false;
   double smooth = 20;  // EMA span in points; <= 1: no smoothed line
   bool show_lr = true;
@@ -74,6 +84,12 @@ struct PlotLayout {
 // on a log x axis).
 std::string render_loss_svg(const MetricsSeries& metrics, const PlotOptions& options,
                             PlotLayout* layout = nullptr);
+
+// One panel per metric of `metrics` (names of MetricsSeries::scalars; "loss" is the loss panel
+// above), stacked top to bottom, each options.height tall. Throws naming a metric the records
+// do not have, and the ones they do.
+std::string render_metrics_svg(const MetricsSeries& metrics, const std::vector<std::string>& names,
+                               const PlotOptions& options);
 
 // The name a run directory is shown by: its last path component ("runs/tiny/" -> "tiny").
 std::string run_name(const std::string& run_dir);
