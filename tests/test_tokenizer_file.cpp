@@ -112,14 +112,14 @@ TEST(TokenizerFile, PrepareKeepsTheFileAndItsHashAndAppendsItsEos) {
   TempDir dir;
   const PrepareSummary s = prepare_data(prepare_with(dir, fixture("gpt2")));
   EXPECT_EQ(s.tokenizer, kHuggingFaceTokenizer);
-  EXPECT_EQ(read_file(dir.file("data/tokenizer.json")), read_file(fixture("gpt2")));
-  const json meta = json::parse(read_file(dir.file("data/meta.json")));
+  EXPECT_EQ(read_file(dir.file("data") + "/tokenizer.json"), read_file(fixture("gpt2")));
+  const json meta = json::parse(read_file(dir.file("data") + "/meta.json"));
   EXPECT_EQ(meta["tokenizer"], kHuggingFaceTokenizer);
   EXPECT_EQ(meta["tokenizer_file"], "tokenizer.json");
   EXPECT_EQ(meta["tokenizer_source"], fixture("gpt2"));
   EXPECT_EQ(meta["tokenizer_hash"], file_hash(fixture("gpt2")));
   EXPECT_EQ(meta["eos_id"], 0);
-  const json config = json::parse(read_file(dir.file("data/tokenizer_config.json")));
+  const json config = json::parse(read_file(dir.file("data") + "/tokenizer_config.json"));
   EXPECT_EQ(config["eos_token"], "<|endoftext|>");
 
   // The shards hold each document's ids and the eos, in the file's ids.
@@ -140,7 +140,7 @@ TEST(TokenizerFile, PrepareKeepsTheFileAndItsHashAndAppendsItsEos) {
   EXPECT_TRUE(got == want || got == swapped);
 
   // An edited tokenizer file no longer matches the shards: named by its hash.
-  write_file(dir.file("data/tokenizer.json"), read_file(fixture("gpt2")) + " ");
+  write_file(dir.file("data") + "/tokenizer.json", read_file(fixture("gpt2")) + " ");
   const std::string e = error_of([&] { open_prepared(dir.file("data")); });
   EXPECT_TRUE(has(e, "field \"tokenizer_hash\"")) << e;
 }
@@ -149,14 +149,14 @@ TEST(TokenizerFile, CheckpointFilesLoadBackAsTheSameTokenizer) {
   TempDir dir;
   prepare_data(prepare_with(dir, fixture("llama2")));
   fs::create_directories(dir.file("ckpt"));
-  write_file(dir.file("ckpt/config.json"), R"({"model_type": "gated_deltanet"})");
+  write_file(dir.file("ckpt") + "/config.json", R"({"model_type": "gated_deltanet"})");
   const auto data_tok = load_hf_tokenizer(dir.file("data"));
   write_hf_tokenizer_files(dir.file("ckpt"), *data_tok);
-  EXPECT_EQ(read_file(dir.file("ckpt/tokenizer.json")), read_file(fixture("llama2")));
-  const json config = json::parse(read_file(dir.file("ckpt/config.json")));
+  EXPECT_EQ(read_file(dir.file("ckpt") + "/tokenizer.json"), read_file(fixture("llama2")));
+  const json config = json::parse(read_file(dir.file("ckpt") + "/config.json"));
   EXPECT_EQ(config["bos_token_id"], 1);
   EXPECT_EQ(config["eos_token_id"], 2);
-  const json tc = json::parse(read_file(dir.file("ckpt/tokenizer_config.json")));
+  const json tc = json::parse(read_file(dir.file("ckpt") + "/tokenizer_config.json"));
   EXPECT_EQ(tc["tokenizer_class"], "PreTrainedTokenizerFast");
   EXPECT_EQ(tc["bos_token"], "<s>");
   EXPECT_EQ(tc["added_tokens_decoder"]["1201"]["content"], "[INST]");

@@ -1,14 +1,17 @@
 // `gdn profile-memory CONFIG.yaml [--seq N] [--batch B] [--device meta|cpu|cuda]
-// [--world-size N] [--budget 24GiB] [--allowance 1GiB] [--json FILE] [--set k=v]`: the memory
-// of one training step (of one rank of N), by category, phase, block and op kind; with a
-// budget, whether it fits and what would. Exit status: 0 when it fits (or no budget was given),
-// 2 when it does not fit the budget (the settings that would, or "nothing fits", are listed and
-// the JSON is still written), 1 on an error.
+// [--world-size N] [--budget 24GiB] [--allowance 1GiB] [--json FILE] [--svg FILE.svg]
+// [--html FILE.html] [--set k=v]`: the memory of one training step (of one rank of N), by
+// category, phase, block and op kind, and op by op over the step (the JSON's timeline, pictured
+// by --svg and --html); with a budget, whether it fits and what would. Exit status: 0 when it fits
+// (or no budget was given), 2 when it does not fit the budget (the settings that would, or "nothing
+// fits", are listed and the JSON is still written), 1 on an error.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "src/cli/commands.h"
 #include "src/cli/flag_checks.h"
+#include "src/train/memory_chart.h"
 #include "src/train/memory_profile.h"
 #include "src/train/size_check.h"
 
@@ -20,11 +23,18 @@ namespace {
 constexpr int kDoesNotFit = 2;
 
 struct ProfileArgs {
-  std::string config, device = "meta", budget, allowance = "1GiB", json;
+  std::string config, device = "meta", budget, allowance = "1GiB", json, svg, html;
   int64_t seq = 0, batch = 0;
   int world_size = 1;
   std::vector<std::string> sets;
 };
+
+void write_file(const std::string& path, const std::string& contents, const char* flag) {
+  std::ofstream f(path);
+  GDN_CHECK(f, flag, ": cannot write '", path, "'");
+  f << contents;
+  GDN_CHECK(f.good(), flag, ": error writing '", path, "'");
+}
 
 void run(const ProfileArgs& a) {
   // Sizes are read first, so a unit mistake fails before any work.
@@ -44,7 +54,9 @@ void run(const ProfileArgs& a) {
     run.data.seq_len = seq;
     train::check_run_fits(run, dev, a.world_size);
   }
-  train::MemoryProfile p = train::profile_training_step(cfg, a.device, batch, seq, a.world_size);
+  // The timeline costs a trace capture of one step: cheap, and the JSON carries it too.
+  train::MemoryProfile p =
+      train::profile_training_step(cfg, a.device, batch, seq, a.world_size, true);
   if (budget > 0) {
     p.budget_bytes = budget;
     p.allowance_bytes = allowance;
@@ -61,12 +73,10 @@ void run(const ProfileArgs& a) {
     std::fputs(train::fit_report(sugg, p).c_str(), stdout);
     j["suggestions"] = js;
   }
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    GDN_CHECK(f, "--json: cannot write '", a.json, "'");
-    f << j.dump(2) << "\n";
-    GDN_CHECK(f.good(), "--json: error writing '", a.json, "'");
-  }
+  if (!a.json.empty()) write_file(a.json, j.dump(2) + "\n", "--json");
+  const std::string title = std::filesystem::path(a.config).stem().string();
+  if (!a.svg.empty()) write_file(a.svg, train::memory_chart_svg(p, title), "--svg");
+  if (!a.html.empty()) write_file(a.html, train::memory_chart_html(p, title), "--html");
   std::fflush(stdout);
   if (!fits) throw CLI::RuntimeError(kDoesNotFit);
 }
@@ -98,7 +108,11 @@ void add_profile_memory_command(CLI::App& app) {
                   "(a size with a unit)")
       ->check(non_empty())
       ->capture_default_str();
-  cmd->add_option("--json", a->json, "write the profile as JSON");
+  cmd->add_option("--json", a->json, "write the profile as JSON (with its timeline, op by op)");
+  cmd->add_option("--svg", a->svg,
+                  "draw the step's memory over its ops (stacked by category, phases, layers, "
+                  "peak, budget) as an SVG");
+  cmd->add_option("--html", a->html, "the same picture in an HTML page, with zoom");
   cmd->add_option("--set", a->sets, "override a config key (repeatable)")->expected(1)->take_all();
   cmd->callback([a] { run(*a); });
 }

@@ -34,6 +34,19 @@ const char* mem_category_name(MemCategory c) {
   return "?";
 }
 
+namespace {
+std::atomic<MemoryObserver> g_memory_observer{nullptr};
+}  // namespace
+
+void set_memory_observer(MemoryObserver observer) {
+  g_memory_observer.store(observer);
+}
+
+void Allocator::notify() const {
+  if (const MemoryObserver observer = g_memory_observer.load(std::memory_order_relaxed))
+    observer(device_, stats_);
+}
+
 void Allocator::add(MemCategory cat, int64_t bytes) {
   int c = int(cat);
   stats_.current[c] += bytes;
@@ -60,6 +73,7 @@ void* Allocator::allocate(size_t bytes, MemCategory cat) {
   std::lock_guard<std::mutex> lock(mu_);
   add(cat, int64_t(bytes));
   stats_.num_allocs++;
+  notify();
   return p;
 }
 
@@ -67,6 +81,7 @@ void Allocator::deallocate(void* ptr, size_t bytes, MemCategory cat) {
   if (bytes) raw_deallocate(ptr, bytes);
   std::lock_guard<std::mutex> lock(mu_);
   add(cat, -int64_t(bytes));
+  notify();
 }
 
 void Allocator::retag(size_t bytes, MemCategory from, MemCategory to) {
@@ -75,6 +90,7 @@ void Allocator::retag(size_t bytes, MemCategory from, MemCategory to) {
   // Remove first so that moving bytes between categories never raises the total peak.
   add(from, -int64_t(bytes));
   add(to, int64_t(bytes));
+  notify();
 }
 
 MemoryStats Allocator::stats() const {

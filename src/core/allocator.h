@@ -52,6 +52,7 @@ class Allocator {
 
  private:
   void add(MemCategory cat, int64_t bytes);
+  void notify() const;  // the memory observer, if set (the lock held)
   Device device_;
   mutable std::mutex mu_;
   MemoryStats stats_;
@@ -62,6 +63,13 @@ MemoryStats memory_stats(Device device);
 void reset_peak_memory(Device device);
 
 MemCategory current_mem_category();
+
+// Called after every change of a device's live bytes (allocation, deallocation, retag) with its
+// stats, under the allocator's lock (so it must not allocate tensors). Off (null) by default, when
+// it costs one relaxed atomic load; `gdn profile-memory` sets it to record a timeline of the step
+// (src/train/memory_timeline.h).
+using MemoryObserver = void (*)(Device device, const MemoryStats& stats);
+void set_memory_observer(MemoryObserver observer);
 
 // Tags allocations made by this thread while it lives.
 class MemoryCategoryScope {

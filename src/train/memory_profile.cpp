@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -19,20 +20,6 @@
 namespace gdn::train {
 
 namespace {
-
-// The part of the model a node's scope belongs to.
-std::string block_of(const std::string& scope) {
-  const std::string prefix = "model.layers.";
-  if (scope.rfind(prefix, 0) == 0) {
-    size_t end = scope.find('.', prefix.size());
-    return scope.substr(0, end);
-  }
-  if (scope.rfind("model.embeddings", 0) == 0) return "embeddings";
-  if (scope.rfind("loss", 0) == 0 || scope.rfind("lm_head", 0) == 0 ||
-      scope.rfind("model.norm", 0) == 0)
-    return "head";
-  return scope.empty() ? "other" : scope;
-}
 
 // What kind of op saved it: projections, short_convs, kernel, norms, mlp, embeddings,
 // logits_loss, checkpoint, other.
@@ -78,7 +65,7 @@ void add_saved_activations(const Tensor& loss, MemoryProfile& prof) {
       if (t.storage()->category() != MemCategory::activation) continue;  // params, etc.
       const int64_t b = int64_t(t.storage()->bytes());
       prof.saved_total += b;
-      prof.saved_by_block[block_of(node->scope)] += b;
+      prof.saved_by_block[layer_of_scope(node->scope)] += b;
       prof.saved_by_kind[kind_of(node->scope, node->op)] += b;
     }
   }
@@ -134,7 +121,8 @@ std::vector<int64_t> packed_profile_cu_seqlens(int64_t batch, int64_t seq) {
 }
 
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device_name,
-                                    int64_t batch, int64_t seq, int world_size) {
+                                    int64_t batch, int64_t seq, int world_size,
+                                    bool record_timeline) {
   GDN_CHECK(world_size >= 1, "profile: world size must be >= 1, got ", world_size);
   const Device dev = parse_device(device_name);
   MemoryProfile prof;
@@ -149,6 +137,8 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
   prof.packing = enum_name(packed ? Pack::documents : Pack::stream);
   reset_peak_memory(dev);
   const MemoryStats base = memory_stats(dev);
+  std::optional<TimelineRecorder> timeline;
+  if (record_timeline) timeline.emplace(dev);
   int64_t seen_peak = base.peak;
   int64_t allocs_before = base.num_allocs;
   auto phase = [&](const char* name) {
@@ -160,6 +150,10 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
       seen_peak = s.peak;
       prof.peak_phase = name;
     }
+  };
+  // The timeline's phase from here on (phase() closes one, this opens the next).
+  auto timeline_after = [&](const char* next) {
+    if (timeline) timeline->set_phase(next);
   };
   {
     // The trainer's own construction (src/train/run_parts.h): fp32 masters, compute dtype,
@@ -178,6 +172,7 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
       reducer = std::make_unique<dist::GradReducer>(model.parameters(), dist::single_communicator(),
                                                     cfg.dist.bucket_mb * (int64_t(1) << 20));
     phase("setup");
+    timeline_after("forward");
     Generator data(7);
     // The trainer's layout: packed batches are one row of batch * seq (src/data/packing.h).
     const Shape shape = packed ? Shape{1, batch * seq} : Shape{batch, seq};
@@ -188,16 +183,20 @@ MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& dev
     {
       Tensor loss = model.loss(ids, tgt, cu);
       phase("forward");
+      timeline_after("backward");
       add_saved_activations(loss, prof);
       if (reducer) reducer->arm();
       loss.backward();
       if (reducer) reducer->finish();
     }
     phase("backward");
+    timeline_after("optimizer");
     if (cfg.train.clip_grad_norm > 0)
       optim::clip_grad_norm(model.parameters(), cfg.train.clip_grad_norm);
     opt.step();
     phase("optimizer");
+    // The teardown that follows only frees: the step ends here.
+    if (timeline) prof.timeline = timeline->finish();
   }
   const MemoryStats s = memory_stats(dev);
   prof.peak_bytes = s.peak - base.total;
@@ -242,6 +241,7 @@ nlohmann::json profile_json(const MemoryProfile& p) {
     j["budget_bytes"] = p.budget_bytes;
     j["fits"] = p.fits();
   }
+  if (!p.timeline.empty()) j["timeline"] = timeline_json(p.timeline);
   return j;
 }
 

@@ -12,6 +12,7 @@
 
 #include "src/core/allocator.h"
 #include "src/core/tensor.h"
+#include "src/train/memory_timeline.h"
 #include "src/train/run_config.h"
 
 namespace gdn::train {
@@ -42,6 +43,9 @@ struct MemoryProfile {
   std::map<std::string, int64_t> saved_by_kind;  // projections, short_convs, kernel, ...
   int64_t allowance_bytes = 0;  // CUDA context and library workspaces, added for budgets
   int64_t budget_bytes = 0;     // 0: none given
+  // One point per op of the step (setup included), when recorded (profile_training_step's
+  // record_timeline); its highest total is peak_bytes.
+  std::vector<TimelinePoint> timeline;
   bool fits() const { return peak_bytes + allowance_bytes <= budget_bytes; }
 };
 
@@ -50,8 +54,9 @@ struct MemoryProfile {
 // documents. The allocator peaks are reset first; everything is freed after. world_size > 1: one
 // rank of a data-parallel run (batch per rank): gradients in all-reduce buckets allocated up
 // front, and with dist.zero1 only rank 0's shard of the optimizer state (about 1/world_size).
+// record_timeline: also the timeline of the step, op by op (`gdn profile-memory`; off elsewhere).
 MemoryProfile profile_training_step(const RunConfig& cfg, const std::string& device, int64_t batch,
-                                    int64_t seq, int world_size = 1);
+                                    int64_t seq, int world_size = 1, bool record_timeline = false);
 
 // The boundaries a packed profile assumes: the batch as one row of batch * seq positions, each
 // row of seq holding one document boundary off the chunk grid (two sequences per row, so the
