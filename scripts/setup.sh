@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libgtest-dev libyaml-cpp-dev libopenblas-openmp-dev
   nlohmann-json3-dev libcli11-dev libopenmpi-dev openmpi-bin libsentencepiece-dev zlib1g-dev
-  libpcre2-dev libicu-dev)
+  libpcre2-dev libicu-dev libprotobuf-dev protobuf-compiler libisal-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

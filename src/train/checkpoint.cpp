@@ -319,7 +319,7 @@ void remove_stale_temporaries(const std::string& run_dir) {
 
 void remove_run(const std::string& run_dir) {
   const fs::path d(run_dir);
-  for (const char* name : {"latest", "checkpoints", "metrics.jsonl", "config.yaml"})
+  for (const char* name : {"latest", "checkpoints", "metrics.jsonl", "config.yaml", "tb"})
     remove_path(d / name);
   remove_stale_temporaries(run_dir);
 }

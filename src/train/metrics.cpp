@@ -41,6 +41,13 @@ MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : pat
 
 void MetricsLog::write(const nlohmann::json& record) {
   file_->append(record.dump() + "\n");
+  if (!events_) return;
+  const int64_t step = record.value("step", int64_t(0));
+  const double now = io::unix_seconds_now();
+  for (const auto& [name, value] : record.items())
+    if (name != "step" && value.is_number())
+      events_->add_scalar(name, value.get<double>(), step, now);
+  events_->flush();
 }
 
 std::string format_duration(double s) {

@@ -1,11 +1,13 @@
 // The run's metrics.jsonl (one JSON object per line, written through as logged, every write
-// checked) and the progress line (step, loss, lr, tokens/s, MFU, memory, ETA).
+// checked), optionally mirrored into TensorBoard event files, and the progress line (step, loss,
+// lr, tokens/s, MFU, memory, ETA).
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "src/io/atomic_file.h"
+#include "src/io/tensorboard.h"
 
 namespace gdn::train {
 
@@ -16,12 +18,17 @@ class MetricsLog {
   // taken; that rewrite is atomic, and when it fails the old file is kept and the error names it.
   MetricsLog(const std::string& path, int64_t keep_through_step = -1);
   // One record as one line; a failed write (a full disk) throws naming the file.
+  // With an attached writer, also every numeric field of the record (not `step`; booleans,
+  // nulls and strings neither) as a TensorBoard scalar tagged with its name at the record's
+  // step, flushed with the record.
   void write(const nlohmann::json& record);
+  void attach(std::unique_ptr<io::EventWriter> events) { events_ = std::move(events); }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::unique_ptr<io::AppendFile> file_;
+  std::unique_ptr<io::EventWriter> events_;
 };
 
 // The lines of a metrics.jsonl text kept by a resume at `keep_through_step`: every whole record

@@ -59,6 +59,8 @@ int64_t first_nonfinite(const Tensor& t) {
   }
 }
 
+}  // namespace
+
 // The weight files of DIR: model.safetensors, or the shards of model.safetensors.index.json.
 std::vector<std::string> weight_files(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
@@ -88,8 +90,6 @@ std::vector<std::string> weight_files(const std::string& dir) {
   for (const auto& f : files) out.push_back((fs::path(dir) / f).string());
   return out;
 }
-
-}  // namespace
 
 void replace_directory(const std::string& tmp, const std::string& dir) {
   std::error_code ec;
@@ -137,7 +137,11 @@ nn::ModelConfig load_config_json(const std::string& dir) {
   }
 }
 
-void load_weights(const std::string& dir, nn::CausalLM& model) {
+namespace {
+
+// The loading of load_weights (strict: every check an error) and load_matching_weights (lenient:
+// a tensor of another name or shape is skipped and listed, a missing parameter listed as fresh).
+void load_weights_into(const std::string& dir, nn::CausalLM& model, WeightsMatched* lenient) {
   std::set<std::string> wanted;
   for (const auto& [name, p] : model.named_parameters()) wanted.insert(name);
   std::set<std::string> seen;
@@ -164,6 +168,12 @@ void load_weights(const std::string& dir, nn::CausalLM& model) {
         continue;
       }
       Tensor* slot = model.find_parameter(name);
+      if (lenient && (!slot || t.shape() != slot->shape())) {
+        lenient->skipped.push_back(name + (slot ? ": shape " + shape_str(t.shape()) +
+                                                      ", the model's " + shape_str(slot->shape())
+                                                : ": not a parameter of this model"));
+        continue;
+      }
       GDN_CHECK(slot, path, ": unexpected tensor '", name, "' (not a parameter of this model)");
       GDN_CHECK(t.shape() == slot->shape(), path, ": tensor '", name, "' has shape ",
                 shape_str(t.shape()), " but the model expects ", shape_str(slot->shape()));
@@ -174,8 +184,15 @@ void load_weights(const std::string& dir, nn::CausalLM& model) {
     }
   }
   // A tied model may store its one matrix under the head's name instead of the embedding's.
+  Tensor* tied_slot = model.find_parameter(embeddings);
+  if (lenient && tied && !seen.count(embeddings) && tied_head.defined() &&
+      tied_head.shape() != tied_slot->shape()) {
+    lenient->skipped.push_back("lm_head.weight: shape " + shape_str(tied_head.shape()) +
+                               ", the model's tied embedding " + shape_str(tied_slot->shape()));
+    tied_head = Tensor();
+  }
   if (tied && !seen.count(embeddings) && tied_head.defined()) {
-    Tensor* slot = model.find_parameter(embeddings);
+    Tensor* slot = tied_slot;
     GDN_CHECK(tied_head.shape() == slot->shape(), tied_head_file,
               ": tensor 'lm_head.weight' (tied to the embeddings) has shape ",
               shape_str(tied_head.shape()), " but the model expects ", shape_str(slot->shape()));
@@ -184,8 +201,25 @@ void load_weights(const std::string& dir, nn::CausalLM& model) {
     seen.insert(embeddings);
   }
   const std::string where = files.size() == 1 ? files[0] : dir + " (sharded weights)";
-  for (const auto& name : wanted)
+  for (const auto& name : wanted) {
+    if (lenient) {
+      (seen.count(name) ? lenient->loaded : lenient->fresh).push_back(name);
+      continue;
+    }
     GDN_CHECK(seen.count(name), where, ": missing tensor '", name, "'");
+  }
+}
+
+}  // namespace
+
+void load_weights(const std::string& dir, nn::CausalLM& model) {
+  load_weights_into(dir, model, nullptr);
+}
+
+WeightsMatched load_matching_weights(const std::string& dir, nn::CausalLM& model) {
+  WeightsMatched m;
+  load_weights_into(dir, model, &m);
+  return m;
 }
 
 void save_run_tokenizer(const std::string& checkpoint_dir, const std::string& run_dir) {

@@ -3,6 +3,7 @@
 // checkpoints also carry the run's tokenizer in Hugging Face's form (src/data/hf_tokenizer.h).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "layers/model.h"
 
@@ -22,6 +23,17 @@ nn::ModelConfig load_config_json(const std::string& dir);
 // every name, shape and dtype and names the first problem (missing, unexpected, wrong shape), and
 // refuses a NaN or infinite value naming the file and the tensor.
 void load_weights(const std::string& dir, nn::CausalLM& model);
+
+// What a lenient load (growing a model: train.init_strict false) did: the parameters it filled,
+// the tensors of the files it left out ("name: why") and the parameters the files lack (they
+// keep the model's fresh initialisation). NaN or infinite values are still refused.
+struct WeightsMatched {
+  std::vector<std::string> loaded, skipped, fresh;
+};
+WeightsMatched load_matching_weights(const std::string& dir, nn::CausalLM& model);
+
+// The weight files of DIR: model.safetensors, or the shards its index lists.
+std::vector<std::string> weight_files(const std::string& dir);
 
 // Writes the tokenizer of the run in RUN_DIR into `checkpoint_dir` in Hugging Face's form and
 // sets config.json's bos/eos ids to its own (null where it has none). The tokenizer is the one

@@ -141,6 +141,7 @@ void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
   b.bind("train.eval_batches", &t.eval_batches);
   b.bind("train.save_every", &t.save_every);
   b.bind("train.log_every", &t.log_every);
+  b.bind("train.tensorboard", &t.tensorboard);
   b.bind("train.keep_checkpoints", &t.keep_checkpoints);
   b.bind("train.out_dir", &t.out_dir);
   b.bind("train.device", &t.device);

@@ -87,6 +87,8 @@ struct TrainConfig {
   int64_t eval_batches = 20;
   int64_t save_every = 500;
   int64_t log_every = 10;
+  // Rank 0 also writes the metrics to RUN_DIR/tb/events.out.tfevents.* (src/io/tensorboard.h).
+  bool tensorboard = true;
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N

@@ -263,7 +263,18 @@ void Trainer::open_metrics(bool resumed) {
     // A fresh run appends to a file that is empty or absent (else the directory held a run).
     metrics_ = std::make_unique<MetricsLog>((fs::path(run_dir_) / "metrics.jsonl").string(),
                                             resumed ? state_.step : -1);
-    io::write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), cfg_.to_yaml());
+    const std::string config = cfg_.to_yaml();
+    io::write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), config);
+    if (cfg_.train.tensorboard) {
+      // A new events file per process. Its START is the first step it logs: TensorBoard then
+      // drops what earlier files hold past the checkpoint, as metrics.jsonl did (a fresh run,
+      // at step 0: all of a run --overwrite deleted).
+      auto events = std::make_unique<io::EventWriter>((fs::path(run_dir_) / "tb").string());
+      events->add_session_start(resumed ? state_.step + 1 : 0);
+      events->add_text("config", "```yaml\n" + config + "```\n", state_.step);
+      events->flush();
+      metrics_->attach(std::move(events));
+    }
   }
   // For the throughput and MFU of the progress line and the metrics.
   flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
