@@ -14,7 +14,7 @@ namespace gdn::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config, resume, trace;
+  std::string config, resume, trace, init_from;
   std::vector<std::string> sets;
   bool quiet = false, profile_memory = false, overwrite = false;
 };
@@ -26,7 +26,9 @@ void run_train(const TrainArgs& a) {
     // Resuming without a config: the run's own resolved config.
     config = (std::filesystem::path(train::run_dir_of(a.resume)) / "config.yaml").string();
   }
-  train::RunConfig cfg = train::load_run_config(config, a.sets);
+  std::vector<std::string> sets = a.sets;
+  if (!a.init_from.empty()) sets.push_back("train.init_from=" + a.init_from);
+  train::RunConfig cfg = train::load_run_config(config, sets);
   train::TrainerOptions o;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
@@ -69,6 +71,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--overwrite", a->overwrite,
                 "start afresh in a train.out_dir that holds a run: deletes its checkpoints, "
                 "latest, metrics.jsonl and config.yaml (keeps data/)");
+  cmd->add_option("--init-from", a->init_from,
+                  "start from a model's weights (train.init_from): a run, checkpoint or model "
+                  "directory; its config.json is the model, optimizer and schedule start fresh");
   cmd->add_flag("--quiet", a->quiet, "no progress lines");
   cmd->add_flag("--profile-memory", a->profile_memory,
                 "print the memory profile of the first step");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/data/hf_tokenizer.h"
 #include "src/data/tokenizer_json.h"
 #include "src/io/atomic_file.h"
 
@@ -158,6 +159,11 @@ std::unique_ptr<Tokenizer> open_named_tokenizer(const std::string& name,
   GDN_CHECK(fs::exists(p), "tokenizer '", name, "': no such file or directory (expected byte, ",
             "a tokenizer.json, a tokenizer.model, or a directory holding one)");
   if (fs::is_directory(p)) {
+    // A model directory: gdn's own tokenizer files read back as what they were (byte,
+    // SentencePiece), any other tokenizer.json through the reader with its config's bos/eos.
+    GDN_CHECK(fs::exists(p / "tokenizer.json") || fs::exists(p / "tokenizer.model"), "tokenizer '",
+              name, "': the directory holds neither tokenizer.json nor tokenizer.model");
+    if (specials.bos.empty() && specials.eos.empty()) return load_hf_tokenizer(name);
     if (fs::exists(p / "tokenizer.json")) {
       // gdn's own byte tokenizer.json ({"type": "byte"}) or Hugging Face's.
       const json j =

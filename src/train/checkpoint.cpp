@@ -122,6 +122,7 @@ void save_checkpoint(const std::string& run_dir, const nn::CausalLM& model,
                        {"global_batch", state.global_batch},
                        {"data_pack", state.data_pack},
                        {"format", kTrainerStateFormat}};
+  if (!state.init_from.is_null()) js["init_from"] = state.init_from;
   io::write_file_atomic((fs::path(tmp) / "trainer_state.json").string(), js.dump(2) + "\n");
   // Extra files of the model directory (the tokenizer's, ...) go into `tmp` here, before the
   // rename, so the checkpoint appears whole or not at all.
@@ -245,6 +246,7 @@ TrainerState load_trainer_state(const std::string& dir) {
   s.world_size = f.integer("world_size", 1, &one);
   s.global_batch = f.integer("global_batch", 0, &zero);
   if (j.contains("data_pack") && j["data_pack"].is_string()) s.data_pack = j["data_pack"];
+  if (j.contains("init_from") && j["init_from"].is_object()) s.init_from = j["init_from"];
   GDN_CHECK(s.skipped_steps <= s.step, path, ": field 'skipped_steps' (", s.skipped_steps,
             ") exceeds field 'step' (", s.step, ")");
   return s;

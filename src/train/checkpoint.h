@@ -6,6 +6,7 @@
 // the run-directory rules: what counts as a run (never overwritten unasked), its removal for
 // --overwrite, and pruning that never deletes the checkpoint `latest` names.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct TrainerState {
   // How the rows were made: "documents" or "stream" (src/data/packing.h), "synthetic" (MQAR);
   // "" in older files.
   std::string data_pack;
+  // Where a run started (train.init_from): {"dir", "weights_hash", "strict", ...}; null when it
+  // started from a random initialisation (src/train/init_from.h).
+  nlohmann::json init_from;
 };
 
 // The trainer_state.json "format" this build writes and reads.

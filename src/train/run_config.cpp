@@ -142,6 +142,8 @@ void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
   b.bind("train.save_every", &t.save_every);
   b.bind("train.log_every", &t.log_every);
   b.bind("train.tensorboard", &t.tensorboard);
+  b.bind("train.init_from", &t.init_from);
+  b.bind("train.init_strict", &t.init_strict);
   b.bind("train.keep_checkpoints", &t.keep_checkpoints);
   b.bind("train.out_dir", &t.out_dir);
   b.bind("train.device", &t.device);
@@ -167,6 +169,9 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
             kMinimalConfig);
   RunConfig c;
   c.source = source;
+  const YAML::Node& yaml = root;  // const: looking up a key must not add it
+  c.model_in_yaml = yaml["model"] && yaml["model"].IsMap() && yaml["model"].size() > 0;
+  c.overrides = overrides;
   io::ConfigBinder b;
   AttnSource attn;
   bind_all(b, c, &attn);
@@ -195,8 +200,10 @@ void RunConfig::validate() const {
   GDN_CHECK(train.steps >= 0 && train.batch_size >= 1 && train.grad_accum >= 1,
             "train.steps >= 0, train.batch_size >= 1 and train.grad_accum >= 1 (got ", train.steps,
             ", ", train.batch_size, ", ", train.grad_accum, ")");
-  GDN_CHECK(train.lr > 0 && train.min_lr >= 0 && train.min_lr <= train.lr,
-            "train.lr must be > 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ",
+  // lr 0 is allowed: a run that only measures (its loss curve is the model's, the weights stay).
+  GDN_CHECK(train.lr >= 0 && std::isfinite(train.lr) && train.min_lr >= 0 &&
+                train.min_lr <= train.lr,
+            "train.lr must be >= 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ",
             train.min_lr, ")");
   GDN_CHECK(train.betas.size() == 2 && train.betas[0] >= 0 && train.betas[0] < 1 &&
                 train.betas[1] >= 0 && train.betas[1] < 1,

@@ -89,6 +89,10 @@ struct TrainConfig {
   int64_t log_every = 10;
   // Rank 0 also writes the metrics to RUN_DIR/tb/events.out.tfevents.* (src/io/tensorboard.h).
   bool tensorboard = true;
+  // Start from a model's weights (src/train/init_from.h): a run, checkpoint or model directory;
+  // init_strict false loads the tensors whose names and shapes match (growing a model).
+  std::string init_from;
+  bool init_strict = true;
   int64_t keep_checkpoints = 2;
   std::string out_dir = "runs/default";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
@@ -111,7 +115,9 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   DistConfig dist;
-  std::string source;  // file it came from
+  std::string source;                  // file it came from
+  bool model_in_yaml = false;          // the YAML had a model: section (init_from checks it)
+  std::vector<std::string> overrides;  // the --set overrides applied
 
   void validate() const;
   std::string to_yaml() const;  // the resolved config

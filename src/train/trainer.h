@@ -76,6 +76,7 @@ class Trainer {
   void build_model();             // fp32 master weights initialized from train.seed
   void build_optimizer();         // with ZeRO-1, this rank's shard; and the lr schedule
   void init_state(const std::string& checkpoint);  // fresh, or resumed from the checkpoint
+  void start_from_model();                         // train.init_from
   // The checkpoint's model is this config's, its tokenizer the data's (else a named error).
   void check_resume_is_the_same_run(const std::string& checkpoint) const;
   void init_data_parallel();        // agreement checks, weights from rank 0, the gradient reducer

@@ -15,6 +15,7 @@
 #include "src/io/run_lock.h"
 #include "src/train/flops.h"
 #include "src/train/gemm_bound.h"
+#include "src/train/init_from.h"
 #include "src/train/model_io.h"
 #include "src/train/run_parts.h"
 #include "src/train/size_check.h"
@@ -42,6 +43,9 @@ std::string device_name(Device d) {
 Trainer::Trainer(RunConfig cfg, TrainerOptions options)
     : cfg_(std::move(cfg)), options_(std::move(options)) {
   const std::string checkpoint = resolve_run_dir();
+  // A new run from a model's weights: the model (and the tokenizer of its data) are the model's.
+  if (checkpoint.empty() && !cfg_.train.init_from.empty())
+    cfg_ = config_for_init_from(cfg_, cfg_.model_in_yaml, cfg_.overrides);
   connect_ranks();
   check_run_fits(cfg_, device_, world_size());  // before the data or the model allocate
   open_data();
@@ -236,9 +240,34 @@ void Trainer::init_state(const std::string& checkpoint) {
       std::fprintf(stderr, "gdn: resumed from %s at step %lld\n", checkpoint.c_str(),
                    (long long)state_.step);
   }
+  if (checkpoint.empty() && !cfg_.train.init_from.empty()) start_from_model();
   state_.world_size = world_size();
   state_.global_batch = cfg_.train.batch_size * world_size();
   state_.data_pack = data_->packing();
+}
+
+// train.init_from: the model's weights, and data whose ids mean what they meant to it.
+void Trainer::start_from_model() {
+  const std::string dir = init_model_dir(cfg_.train.init_from);
+  const data::Tokenizer* now = data_->tokenizer();
+  if (now && data::has_tokenizer_files(dir)) {
+    const std::string a = tokenizer_identity(*now),
+                      b = tokenizer_identity(*data::load_hf_tokenizer(dir));
+    GDN_CHECK(a == b, "train.init_from ", dir, ": the data's tokenizer is ", a,
+              ", the model was trained on ", b, ": prepare the data with the model's tokenizer ",
+              "(data.tokenizer: ", dir, ", or leave data.tokenizer out with data.inputs)");
+  }
+  const InitFrom r = load_init_weights(cfg_.train, *model_);
+  state_.init_from = r.to_json();
+  if (!options_.quiet) {
+    std::fprintf(stderr, "gdn: initialised from %s (weights %s)", r.dir.c_str(),
+                 r.weights_hash.c_str());
+    if (!r.strict)
+      std::fprintf(stderr, ": %zu tensors loaded, %zu fresh (%s), %zu skipped (%s)",
+                   r.loaded.size(), r.fresh.size(), join(r.fresh, ", ").c_str(), r.skipped.size(),
+                   join(r.skipped, ", ").c_str());
+    std::fprintf(stderr, "\n");
+  }
 }
 
 void Trainer::init_data_parallel() {
