@@ -442,8 +442,10 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
     (jsonl ? s.files_jsonl : s.files_text) += 1;
     s.files_json_as_text += !jsonl && is_json_name(f.path) ? 1 : 0;
   }
-  GDN_CHECK(names_a_file(o.tokenizer) || o.tokenizer == "byte" || o.tokenizer == "sentencepiece",
-            "unknown tokenizer '", o.tokenizer, "'");
+  // A tokenizer file is checked before the corpus is read, not after.
+  GDN_CHECK(!names_a_file(o.tokenizer) || fs::exists(o.tokenizer), "tokenizer '", o.tokenizer,
+            "': no such file or directory (expected byte, sentencepiece, a tokenizer.json, a "
+            "tokenizer.model, or a directory holding one)");
   s.utf8_handling = o.tokenizer == "byte" ? "kept" : "replaced";
 
   std::vector<Doc> docs = scan(files, o, s);
