@@ -443,7 +443,8 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
     s.files_json_as_text += !jsonl && is_json_name(f.path) ? 1 : 0;
   }
   // A tokenizer file is checked before the corpus is read, not after.
-  GDN_CHECK(!names_a_file(o.tokenizer) || fs::exists(o.tokenizer), "tokenizer '", o.tokenizer,
+  GDN_CHECK(!names_a_file(o.tokenizer) || fs::exists(o.tokenizer),
+            o.from_run_config ? "data.tokenizer" : "--tokenizer", " '", o.tokenizer,
             "': no such file or directory (expected byte, sentencepiece, a tokenizer.json, a "
             "tokenizer.model, or a directory holding one)");
   s.utf8_handling = o.tokenizer == "byte" ? "kept" : "replaced";

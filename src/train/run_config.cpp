@@ -2,11 +2,9 @@
 #include "src/train/run_config.h"
 
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 #include "src/core/error.h"
-#include "src/data/tokenizer_file.h"
 #include "src/io/yaml_config.h"
 
 namespace gdn::train {
@@ -192,19 +190,18 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
 void RunConfig::validate() const {
   model.validate();
   GDN_CHECK(data.seq_len >= 1, "data.seq_len must be >= 1, got ", data.seq_len);
-  GDN_CHECK(!data::names_a_file(data.tokenizer) || std::filesystem::exists(data.tokenizer),
-            "data.tokenizer: '", data.tokenizer, "' is neither byte, sentencepiece, nor an ",
-            "existing tokenizer.json, tokenizer.model or model directory");
+  // A tokenizer path is checked where it is read (preparing the data), not here: a run's
+  // config.yaml must load for eval and resume after the data is made, wherever they run.
   GDN_CHECK(data.val_fraction >= 0 && data.val_fraction < 1,
             "data.val_fraction must be in [0, 1), got ", data.val_fraction);
   GDN_CHECK(train.steps >= 0 && train.batch_size >= 1 && train.grad_accum >= 1,
             "train.steps >= 0, train.batch_size >= 1 and train.grad_accum >= 1 (got ", train.steps,
             ", ", train.batch_size, ", ", train.grad_accum, ")");
   // lr 0 is allowed: a run that only measures (its loss curve is the model's, the weights stay).
-  GDN_CHECK(train.lr >= 0 && std::isfinite(train.lr) && train.min_lr >= 0 &&
-                train.min_lr <= train.lr,
-            "train.lr must be >= 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ",
-            train.min_lr, ")");
+  GDN_CHECK(
+      train.lr >= 0 && std::isfinite(train.lr) && train.min_lr >= 0 && train.min_lr <= train.lr,
+      "train.lr must be >= 0 and 0 <= train.min_lr <= train.lr (got ", train.lr, ", ", train.min_lr,
+      ")");
   GDN_CHECK(train.betas.size() == 2 && train.betas[0] >= 0 && train.betas[0] < 1 &&
                 train.betas[1] >= 0 && train.betas[1] < 1,
             "train.betas must be two numbers in [0, 1)");
