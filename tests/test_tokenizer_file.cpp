@@ -15,6 +15,7 @@
 #include "src/data/prepare.h"
 #include "src/data/tokenize_file.h"
 #include "src/data/tokenizer_file.h"
+#include "src/io/content_hash.h"
 #include "tests/test_helpers.h"
 
 namespace gdn::data {
@@ -117,7 +118,7 @@ TEST(TokenizerFile, PrepareKeepsTheFileAndItsHashAndAppendsItsEos) {
   EXPECT_EQ(meta["tokenizer"], kHuggingFaceTokenizer);
   EXPECT_EQ(meta["tokenizer_file"], "tokenizer.json");
   EXPECT_EQ(meta["tokenizer_source"], fixture("gpt2"));
-  EXPECT_EQ(meta["tokenizer_hash"], file_hash(fixture("gpt2")));
+  EXPECT_EQ(meta["tokenizer_hash"], io::content_hash({fixture("gpt2")}));
   EXPECT_EQ(meta["eos_id"], 0);
   const json config = json::parse(read_file(dir.file("data") + "/tokenizer_config.json"));
   EXPECT_EQ(config["eos_token"], "<|endoftext|>");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/error.h"
+#include "src/io/content_hash.h"
 
 namespace gdn::data {
 
@@ -171,7 +172,7 @@ PreparedData open_prepared(const std::string& dir) {
            p.tokenizer->name(), " tokenizer", kRedo);
   if (root.contains("tokenizer_hash")) {
     const std::string hash = f.string("tokenizer_hash");
-    const std::string now = file_hash((fs::path(dir) / tok_file).string());
+    const std::string now = io::content_hash({(fs::path(dir) / tok_file).string()});
     f.expect(hash == now, "tokenizer_hash", "\"" + hash + "\"", "the file ", tok_file,
              " hashes to ", now, kRedo);
   }

@@ -25,6 +25,7 @@
 #include "src/data/shard.h"
 #include "src/data/tokenizer.h"
 #include "src/io/atomic_file.h"
+#include "src/io/content_hash.h"
 
 namespace gdn::data {
 
@@ -481,7 +482,7 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
     for (const char* stale : {"tokenizer_config.json", "special_tokens_map.json"})
       fs::remove(fs::path(o.out_dir) / stale, ec);
   s.tokenizer_path = tok->save(o.out_dir);
-  if (names_a_file(o.tokenizer)) s.tokenizer_hash = file_hash(s.tokenizer_path);
+  if (names_a_file(o.tokenizer)) s.tokenizer_hash = io::content_hash({s.tokenizer_path});
 
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   s.meta_path = (fs::path(o.out_dir) / "meta.json").string();

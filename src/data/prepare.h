@@ -58,7 +58,7 @@ struct Utf8FileReport {
 
 struct PrepareSummary {
   std::string tokenizer;
-  std::string tokenizer_hash;  // a tokenizer file's content hash (file_hash)
+  std::string tokenizer_hash;  // a tokenizer file's content hash (io::content_hash)
   int64_t vocab_size = 0;
   int64_t files_found = 0, files_used = 0, files_truncated = 0;
   int64_t files_jsonl = 0, files_text = 0;  // found, by format

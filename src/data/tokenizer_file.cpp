@@ -179,13 +179,4 @@ std::unique_ptr<Tokenizer> open_named_tokenizer(const std::string& name,
   return open_tokenizer_json(name, specials);
 }
 
-std::string file_hash(const std::string& path) {
-  const std::string bytes = io::read_regular_file(path);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-  return hex;
-}
-
 }  // namespace gdn::data

@@ -39,7 +39,5 @@ bool names_a_file(const std::string& name);
 std::unique_ptr<Tokenizer> open_named_tokenizer(const std::string& name,
                                                 const SpecialTokens& specials = {});
 
-// A content hash of a file (FNV-1a 64, hex): meta.json records the tokenizer file's.
-std::string file_hash(const std::string& path);
 
 }  // namespace gdn::data

@@ -37,14 +37,11 @@ struct InitFrom {
 RunConfig config_for_init_from(RunConfig cfg, bool yaml_has_model,
                                const std::vector<std::string>& sets);
 
-// Loads the weights of cfg.train.init_from into `model` (strict or lenient per
-// train.init_strict) and reports it; every tensor name lands in the log line it returns too.
-InitFrom load_init_weights(const TrainConfig& t, nn::CausalLM& model);
+// Loads the weights of the model directory `dir` (init_model_dir) into `model`, strict or lenient
+// (train.init_strict), and reports what it did.
+InitFrom load_init_weights(const std::string& dir, bool strict, nn::CausalLM& model);
 
 // The directory a --init-from path names: a run's latest checkpoint, or the path itself.
 std::string init_model_dir(const std::string& path);
-
-// Whether a YAML file has a non-empty `model:` mapping.
-bool yaml_has_model_section(const std::string& yaml_path);
 
 }  // namespace gdn::train

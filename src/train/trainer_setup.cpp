@@ -257,7 +257,7 @@ void Trainer::start_from_model() {
               ", the model was trained on ", b, ": prepare the data with the model's tokenizer ",
               "(data.tokenizer: ", dir, ", or leave data.tokenizer out with data.inputs)");
   }
-  const InitFrom r = load_init_weights(cfg_.train, *model_);
+  const InitFrom r = load_init_weights(dir, cfg_.train.init_strict, *model_);
   state_.init_from = r.to_json();
   if (!options_.quiet) {
     std::fprintf(stderr, "gdn: initialised from %s (weights %s)", r.dir.c_str(),
