@@ -81,13 +81,27 @@ std::vector<Special> specials_of(const Tokenizer& tok, const fs::path& dir) {
 }
 
 // gdn's byte tokenizer as write_hf_tokenizer_files writes it: a BPE model over the 256
-// byte-level symbols without merges (any other tokenizer.json is read by tokenizer_json.h).
-bool is_byte_tokenizer_hf_json(const nlohmann::json& j) {
+// byte-level symbols (byte b is id b) without merges, a ByteLevel pre-tokenizer, no normalizer,
+// and no added tokens or bos 256 and eos 257. Any other tokenizer.json is read by
+// tokenizer_json.h. `specials` receives whether bos/eos are there.
+bool is_byte_tokenizer_hf_json(const nlohmann::json& j, bool* specials) {
   if (!j.contains("model") || !j["model"].is_object()) return false;
   const nlohmann::json& m = j["model"];
-  return m.value("type", "") == "BPE" && m.contains("merges") && m["merges"].is_array() &&
-         m["merges"].empty() && m.contains("vocab") && m["vocab"].is_object() &&
-         m["vocab"].size() == 256 && j.value("normalizer", nlohmann::json()).is_null();
+  if (m.value("type", "") != "BPE" || !m.contains("merges") || !m["merges"].is_array() ||
+      !m["merges"].empty() || !m.contains("vocab") || !m["vocab"].is_object() ||
+      m["vocab"].size() != 256 || !j.value("normalizer", nlohmann::json()).is_null())
+    return false;
+  for (int b = 0; b < 256; ++b) {
+    const auto it = m["vocab"].find(byte_level_symbol(uint8_t(b)));
+    if (it == m["vocab"].end() || *it != b) return false;
+  }
+  const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
+  if (!pre.is_object() || pre.value("type", "") != "ByteLevel") return false;
+  std::vector<int64_t> ids;
+  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
+    ids.push_back(t.value("id", int64_t(-1)));
+  *specials = ids == std::vector<int64_t>{256, 257};
+  return ids.empty() || *specials;
 }
 
 }  // namespace
@@ -216,37 +230,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& dir) {
   if (fs::exists(model) || !fs::exists(json)) return load_tokenizer(dir);  // names what is missing
   const nlohmann::json j = read_json(json);
   if (j.contains("type")) return load_tokenizer(dir);  // gdn's own byte tokenizer.json
-  if (!is_byte_tokenizer_hf_json(j)) return open_tokenizer_json(json.string());
-  const std::string where = json.string();
-  GDN_CHECK(j.contains("model") && j["model"].is_object(), where,
-            ": no 'model' object (not a tokenizers JSON)");
-  const nlohmann::json& m = j["model"];
-  const std::string type = m.value("type", "");
-  GDN_CHECK(type == "BPE", where, ": model type '", type,
-            "' is not supported (gdn reads its byte tokenizer: BPE over the 256 byte-level ",
-            "symbols; a SentencePiece model goes in tokenizer.model)");
-  GDN_CHECK(m.contains("merges") && m["merges"].is_array() && m["merges"].empty(), where,
-            ": the BPE model has merges (gdn reads its byte tokenizer, which has none)");
-  GDN_CHECK(m.contains("vocab") && m["vocab"].is_object() && m["vocab"].size() == 256, where,
-            ": the vocab must hold the 256 byte-level symbols");
-  for (int b = 0; b < 256; ++b) {
-    const std::string sym = byte_level_symbol(uint8_t(b));
-    GDN_CHECK(m["vocab"].contains(sym) && m["vocab"][sym] == b, where, ": byte ", b, " (symbol '",
-              sym, "') is not id ", b);
-  }
-  const auto& pre = j.value("pre_tokenizer", nlohmann::json());
-  GDN_CHECK(pre.is_object() && pre.value("type", "") == "ByteLevel", where,
-            ": pre_tokenizer must be ByteLevel, got ", pre.dump());
-  GDN_CHECK(j.value("normalizer", nlohmann::json()).is_null(), where,
-            ": a normalizer is not supported (ids must be the text's bytes)");
-  std::vector<int64_t> ids;
-  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
-    ids.push_back(t.value("id", int64_t(-1)));
-  const bool specials = ids == std::vector<int64_t>{256, 257};
-  GDN_CHECK(ids.empty() || specials, where,
-            ": added tokens must be none, or bos 256 and eos 257 (got ids ",
-            nlohmann::json(ids).dump(), ")");
-  return make_byte_tokenizer(specials);
+  bool specials = false;
+  if (is_byte_tokenizer_hf_json(j, &specials)) return make_byte_tokenizer(specials);
+  return open_tokenizer_json(json.string());
 }
 
 }  // namespace gdn::data

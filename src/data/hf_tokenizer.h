@@ -5,7 +5,8 @@
 //                  ByteLevel pre-tokenizer and decoder, so id = byte value; with specials,
 //                  <|bos|> = 256 and <|eos|> = 257 as added special tokens.
 //   sentencepiece  tokenizer.model (the SentencePiece model itself).
-// Both with tokenizer_config.json and special_tokens_map.json; config.json's bos_token_id and
+//   huggingface    a tokenizer.json gdn was given (src/data/tokenizer_file.h), as it was.
+// Each with tokenizer_config.json and special_tokens_map.json; config.json's bos_token_id and
 // eos_token_id are set to the tokenizer's (null where it has none).
 #pragma once
 #include <memory>
@@ -35,8 +36,9 @@ std::string byte_level_symbol(uint8_t b);
 // Whether `dir` holds a tokenizer: tokenizer.model or tokenizer.json.
 bool has_tokenizer_files(const std::string& dir);
 // The tokenizer of a model or data directory: tokenizer.model (SentencePiece), tokenizer.json in
-// Hugging Face's form (the byte tokenizer as written above; any other model is refused, naming
-// what differs) or gdn's own byte tokenizer.json (data directories).
+// Hugging Face's form (the byte tokenizer as written above, else any tokenizer.json through the
+// reader of src/data/tokenizer_json.h, its bos/eos from tokenizer_config.json beside it) or gdn's
+// own byte tokenizer.json (data directories).
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& dir);
 
 }  // namespace gdn::data
