@@ -25,6 +25,13 @@ void add_prepare_data_command(CLI::App& app) {
   cmd->add_option("--text-field", o->text_field,
                   "JSON Lines: the field holding each document's text")
       ->capture_default_str();
+  cmd->add_option("--prompt-field", o->prompt_field,
+                  "JSON Lines: a fine-tuning pair's prompt (a line with the completion field is "
+                  "a pair: the loss scores only its completion and eos; see train.mask.bin)")
+      ->capture_default_str();
+  cmd->add_option("--completion-field", o->completion_field,
+                  "JSON Lines: a fine-tuning pair's completion")
+      ->capture_default_str();
   cmd->add_flag("--skip-bad-lines", o->skip_bad_lines,
                 "JSON Lines: skip (and count) lines that are not JSON objects with a string "
                 "text field, instead of stopping at the first");

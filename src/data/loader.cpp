@@ -19,10 +19,11 @@ constexpr int kCounterBits = 62;
 template <typename T>
 void fill_rows(const Shard& shard, const std::vector<int64_t>& starts, int64_t seq_len, Batch& b) {
   const int64_t rows = int64_t(starts.size()), width = seq_len + 1;
-  std::vector<int32_t> window(static_cast<size_t>(width));
+  std::vector<int32_t> window(static_cast<size_t>(width)), scored;
   T* tok = b.tokens.data<T>();
   T* in = b.inputs.data<T>();
   T* tgt = b.targets.data<T>();
+  const Shard* mask = shard.loss_mask();
   for (int64_t r = 0; r < rows; ++r) {
     shard.read(starts[size_t(r)], width, window.data());
     for (int64_t t = 0; t < width; ++t) {
@@ -34,6 +35,11 @@ void fill_rows(const Shard& shard, const std::vector<int64_t>& starts, int64_t s
     }
     std::copy(tok + r * width, tok + r * width + seq_len, in + r * seq_len);
     std::copy(tok + r * width + 1, tok + (r + 1) * width, tgt + r * seq_len);
+    if (!mask) continue;
+    // A target is scored where the mask flags its token (the one at t + 1).
+    scored = mask->read(starts[size_t(r)], width);
+    for (int64_t t = 0; t < seq_len; ++t)
+      if (!scored[size_t(t + 1)]) tgt[r * seq_len + t] = T(-100);
   }
 }
 

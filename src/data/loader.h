@@ -39,7 +39,8 @@ struct Batch {
   int64_t step = 0;             // DataLoader: the training step; SequentialLoader: the batch index
   Tensor tokens;                // [B, T + 1]
   Tensor inputs;                // [B, T]  = tokens[:, :T] (contiguous copy)
-  Tensor targets;               // [B, T]  = tokens[:, 1:] (contiguous copy)
+  Tensor targets;               // [B, T]  = tokens[:, 1:] (contiguous copy); -100 where the
+                                // shard's loss mask leaves the target unscored
   std::vector<int64_t> starts;  // shard offset of each row's first token
   // Packed documents (src/data/packing.h): fla's cu_seqlens over the B * T inputs flattened
   // into one row, covering every row and document; the targets across a boundary are -100.

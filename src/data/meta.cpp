@@ -120,6 +120,15 @@ std::string meta_json_text(const PrepareSummary& s, const PrepareOptions& o, con
       {"max_bytes", o.max_bytes},
       {"inputs", o.inputs.empty() ? std::vector<std::string>{"(default corpus)"} : o.inputs},
   };
+  if (!s.train_mask_path.empty()) {  // fine-tuning pairs: the loss mask beside each shard
+    meta["pair_documents"] = s.pair_documents;
+    meta["prompt_field"] = o.prompt_field;
+    meta["completion_field"] = o.completion_field;
+    meta["train"]["loss_mask"] = fs::path(s.train_mask_path).filename().string();
+    meta["train"]["scored_tokens"] = s.train_scored;
+    meta["val"]["loss_mask"] = fs::path(s.val_mask_path).filename().string();
+    meta["val"]["scored_tokens"] = s.val_scored;
+  }
   if (names_a_file(o.tokenizer)) {
     meta["tokenizer_source"] = o.tokenizer;  // the path it was given as
     meta["tokenizer_hash"] = s.tokenizer_hash;
@@ -197,7 +206,17 @@ PreparedData open_prepared(const std::string& dir) {
     const int64_t tokens = f.integer(name + ".tokens", 0);
     const int64_t docs = f.integer(name + ".documents", 0);
     const int64_t bytes = f.integer(name + ".bytes", 0);
-    auto shard = Shard::open((fs::path(dir) / file).string());
+    const std::string path = (fs::path(dir) / file).string();
+    // A loss mask (fine-tuning pairs) opens with its shard, which checks the two agree.
+    const bool masked = root.at(name).contains("loss_mask");
+    const std::string mask = masked ? f.string(name + ".loss_mask") : "";
+    if (masked)
+      f.expect(mask == loss_mask_path(file), name + ".loss_mask", "\"" + mask + "\"",
+               "the loss mask of ", file, " is ", loss_mask_path(file));
+    GDN_CHECK(!masked || fs::exists(fs::path(dir) / mask), "'", p.meta_path, "': field \"", name,
+              ".loss_mask\" names ", mask, ", which is not in ", dir, kRedo);
+    auto shard =
+        masked ? Shard::open_masked(path, (fs::path(dir) / mask).string()) : Shard::open(path);
     f.expect(shard->size() == tokens, name + ".tokens", tokens, "the header of '", shard->path(),
              "' counts ", shard->size(), " tokens (byte offset 16; the file is ",
              kShardHeaderBytes + shard->size() * int64_t(shard->token_bytes()), " bytes)", kRedo);

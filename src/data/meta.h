@@ -27,8 +27,12 @@ struct PreparedData {
   int64_t train_documents = 0, val_documents = 0;
   bool eos_appended = false;  // the tokenizer's eos ends every document (data.pack: documents)
   int64_t val_bytes = 0;      // text behind val.bin (0: unknown, e.g. a single document's tail)
+  // Fine-tuning pairs: the shards carry loss masks (Shard::loss_mask), the loss scores completions.
+  bool loss_masked() const { return train && train->loss_mask(); }
   // Text bytes per val token, for bits per byte (0 when unknown).
+  // Unknown with a loss mask too: the loss covers only the scored tokens.
   double val_bytes_per_token() const {
+    if (loss_masked()) return 0;
     return val_bytes > 0 && val->size() > 0 ? double(val_bytes) / double(val->size()) : 0;
   }
 };

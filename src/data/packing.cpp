@@ -129,11 +129,14 @@ void fill_packed_row(const Shard& shard, const PackedRows& rows, int64_t row, T*
                      int64_t base, std::vector<int64_t>& cu, int64_t ignore) {
   const int64_t width = rows.row_tokens, seq_len = width - 1;
   std::vector<int32_t> ids(static_cast<size_t>(width), rows.pad_id);
-  std::vector<bool> last(static_cast<size_t>(width), false);  // a piece's last token
+  std::vector<bool> last(static_cast<size_t>(width), false);   // a piece's last token
+  std::vector<int32_t> scored(static_cast<size_t>(width), 1);  // the loss mask's flags
+  const Shard* mask = shard.loss_mask();
   int64_t used = 0;
   for (int64_t p = rows.row_begin[size_t(row)]; p < rows.row_begin[size_t(row) + 1]; ++p) {
     const int64_t len = rows.piece_len[size_t(p)];
     shard.read(rows.piece_start[size_t(p)], len, ids.data() + used);
+    if (mask) mask->read(rows.piece_start[size_t(p)], len, scored.data() + used);
     cu.push_back(base + used);
     used += len;
     last[size_t(used - 1)] = true;
@@ -146,7 +149,7 @@ void fill_packed_row(const Shard& shard, const PackedRows& rows, int64_t row, T*
     tokens[t] = T(id);
   }
   for (int64_t t = 0; t < seq_len; ++t)
-    targets[t] = last[size_t(t)] || t >= used ? T(ignore) : tokens[t + 1];
+    targets[t] = last[size_t(t)] || t >= used || !scored[size_t(t + 1)] ? T(ignore) : tokens[t + 1];
 }
 
 template void fill_packed_row<int32_t>(const Shard&, const PackedRows&, int64_t, int32_t*, int32_t*,

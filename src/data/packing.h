@@ -14,7 +14,8 @@
 // A batch of packed rows (Batch::cu_seqlens) is fla's layout: the B rows of T inputs flattened
 // into one row of B * T, with a boundary at the start of every piece and of every row's padding.
 // The target of each piece's last input (a document's eos, whose target is the next document's
-// first token) and of the padding is -100 (ignored), so no position predicts across a boundary.
+// first token) and of the padding is -100 (ignored), so no position predicts across a boundary;
+// so is every target the shard's loss mask leaves unscored (a prompt token).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -42,6 +42,7 @@ struct Doc {
   int64_t line = 0;  // its line in a JSON Lines file (0: a plain-text file)
   int32_t file = 0;  // index into the input files
   bool val = false;
+  int64_t prompt_bytes = -1;  // a prompt/completion pair: its prompt's bytes (Document)
 };
 
 // Rank of a document in the split: FNV-1a of its key (its path below the input it was found
@@ -148,6 +149,8 @@ class DocTexts {
 ReadOptions read_options(const PrepareOptions& o) {
   ReadOptions ro;
   ro.text_field = o.text_field;
+  ro.prompt_field = o.prompt_field;
+  ro.completion_field = o.completion_field;
   // The byte tokenizer encodes any byte; the others take text (SentencePiece would map
   // ill-formed bytes to <unk>, Hugging Face's tokenizers take only valid UTF-8).
   ro.utf8 = o.tokenizer == "byte" ? Utf8Policy::keep : Utf8Policy::replace;
@@ -190,7 +193,9 @@ std::vector<Doc> scan(const std::vector<InputFile>& files, const PrepareOptions&
       spent = o.max_bytes > 0 && s.bytes + int64_t(used) > o.max_bytes;
       if (spent) used = cut_point(d.text, size_t(o.max_bytes - s.bytes));
       if (used == 0) continue;
-      docs.push_back({int64_t(used), doc_hash(f, d.line), d.line, int32_t(i), false});
+      const int64_t prompt = d.prompt_bytes < 0 ? -1 : std::min(d.prompt_bytes, int64_t(used));
+      docs.push_back({int64_t(used), doc_hash(f, d.line), d.line, int32_t(i), false, prompt});
+      s.pair_documents += prompt >= 0 ? 1 : 0;
       s.bytes += int64_t(used);
       ++used_here;
       if (d.utf8.invalid_bytes > 0) {
@@ -332,9 +337,38 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::vector<InputFile>& files,
 
 // Pass 4: the main thread reads a block of documents, threads encode them (each taking the next
 // document not yet taken), the main thread appends them to the two shards in order.
+// The shards and, with fine-tuning pairs, their loss masks.
+struct ShardWriters {
+  ShardWriter train, val;
+  std::unique_ptr<ShardWriter> train_mask, val_mask;
+  ShardWriters(const PrepareSummary& s, int64_t vocab)
+      : train(s.train_path, vocab), val(s.val_path, vocab) {
+    if (s.train_mask_path.empty()) return;
+    train_mask = std::make_unique<ShardWriter>(s.train_mask_path, 2, 1, ShardKind::loss_mask);
+    val_mask = std::make_unique<ShardWriter>(s.val_mask_path, 2, 1, ShardKind::loss_mask);
+  }
+  // Tokens [begin, end) of a document and their flags (1 from `scored_from` on) to one side.
+  void append(bool to_val, const std::vector<int32_t>& ids, size_t begin, size_t end,
+              size_t scored_from, PrepareSummary& s) {
+    (to_val ? val : train).append(ids.data() + begin, end - begin);
+    ShardWriter* mask = (to_val ? val_mask : train_mask).get();
+    if (!mask) return;
+    flags_.assign(end - begin, 1);
+    for (size_t i = begin; i < std::min(end, scored_from); ++i) flags_[i - begin] = 0;
+    mask->append(flags_);
+    for (int32_t f : flags_) (to_val ? s.val_scored : s.train_scored) += f;
+  }
+  void finish() {
+    for (ShardWriter* w : {&train, &val, train_mask.get(), val_mask.get()})
+      if (w) w->finish();
+  }
+
+ private:
+  std::vector<int32_t> flags_;
+};
+
 void tokenize(const std::vector<InputFile>& files, const std::vector<Doc>& docs,
-              const Tokenizer& tok, const PrepareOptions& o, ShardWriter& train, ShardWriter& val,
-              PrepareSummary& s) {
+              const Tokenizer& tok, const PrepareOptions& o, ShardWriters& out, PrepareSummary& s) {
   const int threads =
       o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const int64_t block_bytes = int64_t(threads) << 22;  // 4 MiB of text per thread
@@ -346,6 +380,7 @@ void tokenize(const std::vector<InputFile>& files, const std::vector<Doc>& docs,
   size_t done = 0;
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
+  std::vector<size_t> prompt_ids;  // a pair's prompt tokens (0 for a plain document)
   for (;;) {
     texts.clear();
     int64_t bytes = 0;
@@ -358,12 +393,19 @@ void tokenize(const std::vector<InputFile>& files, const std::vector<Doc>& docs,
     const size_t n = texts.size();
     if (n == 0) break;
     ids.assign(n, {});
+    prompt_ids.assign(n, 0);
     std::atomic<size_t> next{0};
     std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
     auto work = [&](int t) {
       try {
         for (size_t i = next++; i < n; i = next++) {
-          tok.encode_append(texts[i], ids[i]);
+          const std::string_view text = texts[i];
+          const int64_t prompt = docs[done + i].prompt_bytes;
+          if (prompt >= 0) {  // the prompt's ids, then the completion's
+            tok.encode_append(text.substr(0, size_t(prompt)), ids[i]);
+            prompt_ids[i] = ids[i].size();
+          }
+          tok.encode_append(text.substr(size_t(std::max<int64_t>(prompt, 0))), ids[i]);
           if (eos) ids[i].push_back(int32_t(tok.eos_id()));
         }
       } catch (...) {
@@ -383,28 +425,29 @@ void tokenize(const std::vector<InputFile>& files, const std::vector<Doc>& docs,
         const size_t nval =
             nt < 2 ? 0 : std::min(nt - 1, size_t(std::ceil(o.val_fraction * double(nt))));
         const size_t ntrain = nt - nval;
-        train.append(ids[i].data(), ntrain);
-        val.append(ids[i].data() + ntrain, nval);
+        out.append(false, ids[i], 0, ntrain, prompt_ids[i], s);
+        out.append(true, ids[i], ntrain, nt, prompt_ids[i], s);
         s.train_docs = 1, s.train_bytes = d.bytes;
       } else {
-        (d.val ? val : train).append(ids[i]);
+        out.append(d.val, ids[i], 0, ids[i].size(), prompt_ids[i], s);
         (d.val ? s.val_docs : s.train_docs) += 1;
         (d.val ? s.val_bytes : s.train_bytes) += d.bytes;
       }
       bytes_done += d.bytes;
     }
     done += n;
-    progress.update(int64_t(done), bytes_done, train.count() + val.count());
+    progress.update(int64_t(done), bytes_done, out.train.count() + out.val.count());
   }
-  progress.update(int64_t(docs.size()), bytes_done, train.count() + val.count(), true);
-  s.train_tokens = train.count();
-  s.val_tokens = val.count();
+  progress.update(int64_t(docs.size()), bytes_done, out.train.count() + out.val.count(), true);
+  s.train_tokens = out.train.count();
+  s.val_tokens = out.val.count();
 }
 
 }  // namespace
 
 std::vector<std::string> prepared_file_names() {
-  return {"train.bin", "val.bin", "meta.json", "tokenizer.json", "tokenizer.model"};
+  return {"train.bin", "val.bin",        "train.mask.bin", "val.mask.bin",
+          "meta.json", "tokenizer.json", "tokenizer.model"};
 }
 
 PrepareSummary prepare_data(const PrepareOptions& o) {
@@ -414,6 +457,10 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
             o.val_fraction);
   GDN_CHECK(o.max_bytes >= 0, "max bytes must be >= 0, got ", o.max_bytes);
   GDN_CHECK(!o.text_field.empty(), "the JSON Lines text field name is empty");
+  GDN_CHECK(!o.prompt_field.empty() && !o.completion_field.empty() &&
+                o.prompt_field != o.completion_field,
+            "the JSON Lines prompt and completion fields must be two names, got \"", o.prompt_field,
+            "\" and \"", o.completion_field, "\"");
   PrepareSummary s;
   s.out_dir = o.out_dir;
   std::error_code ec;
@@ -468,13 +515,19 @@ PrepareSummary prepare_data(const PrepareOptions& o) {
 
   s.train_path = (fs::path(o.out_dir) / "train.bin").string();
   s.val_path = (fs::path(o.out_dir) / "val.bin").string();
-  {
-    ShardWriter train(s.train_path, tok->vocab_size());
-    ShardWriter val(s.val_path, tok->vocab_size());
-    tokenize(files, docs, *tok, o, train, val, s);
-    train.finish();
-    val.finish();
+  if (s.pair_documents > 0) {
+    s.train_mask_path = loss_mask_path(s.train_path);
+    s.val_mask_path = loss_mask_path(s.val_path);
   }
+  {
+    ShardWriters out(s, tok->vocab_size());
+    tokenize(files, docs, *tok, o, out, s);
+    out.finish();
+  }
+  // A loss mask an earlier preparation left would not match these shards.
+  if (s.pair_documents == 0)
+    for (const std::string& shard : {s.train_path, s.val_path})
+      fs::remove(loss_mask_path(shard), ec);
   // Only one tokenizer file may be present, or load_tokenizer could pick a stale one.
   const bool json_file = tok->name() != "sentencepiece";
   fs::remove(fs::path(o.out_dir) / (json_file ? "tokenizer.model" : "tokenizer.json"), ec);
@@ -497,6 +550,7 @@ std::string format_summary(const PrepareSummary& s) {
                  " binary, ", s.files_skipped_empty, " empty, ", s.files_skipped_max_bytes,
                  " past --max-bytes; ", s.files_truncated, " truncated)\n");
   out += str_cat("documents: ", s.documents);
+  if (s.pair_documents > 0) out += str_cat(" (", s.pair_documents, " prompt/completion pairs)");
   if (s.documents_skipped_empty > 0 || s.lines_skipped > 0)
     out += str_cat(" (skipped: ", s.documents_skipped_empty, " empty, ", s.lines_skipped,
                    " bad JSON lines)");
@@ -532,6 +586,11 @@ std::string format_summary(const PrepareSummary& s) {
                  fmt_mb(s.train_bytes), " -> ", s.train_path, "\n");
   out += str_cat("val:   ", s.val_tokens, " tokens, ", s.val_docs, " documents, ",
                  fmt_mb(s.val_bytes), " -> ", s.val_path, "\n");
+  if (!s.train_mask_path.empty())
+    out += str_cat("loss mask: ", s.train_scored, " of ", s.train_tokens, " train and ",
+                   s.val_scored, " of ", s.val_tokens,
+                   " val tokens scored (completions, their eos and plain documents) -> ",
+                   s.train_mask_path, ", ", s.val_mask_path, "\n");
   out += str_cat("split: ", s.split, "\n");
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", s.seconds);

@@ -14,6 +14,12 @@
 // while val stays within val_fraction of the bytes (at least one document when val_fraction >
 // 0). A corpus of a single document is split instead at a contiguous tail of its tokens. When
 // the tokenizer has an eos id it is appended after every document.
+//
+// Fine-tuning pairs (JSON Lines with prompt and completion fields, text_inputs.h) are tokenized
+// as the prompt's ids then the completion's, then the eos. When the corpus holds one, a loss mask
+// is written beside each shard (train.mask.bin, val.mask.bin; shard.h): 0 for a prompt's tokens,
+// 1 for a completion's, its eos, and every token of a plain document. Training and evaluation
+// then score only the flagged targets (the loaders set the others to -100).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,7 +41,8 @@ struct PrepareOptions {
                            // a tokenizer file: 0 or its vocabulary size
   std::string out_dir;
   std::string text_field = "text";  // JSON Lines: the field holding each document
-  bool skip_bad_lines = false;      // JSON Lines: skip and count bad lines instead of failing
+  std::string prompt_field = "prompt", completion_field = "completion";  // fine-tuning pairs
+  bool skip_bad_lines = false;  // JSON Lines: skip and count bad lines instead of failing
   double val_fraction = 0.05;
   int64_t max_bytes = 0;  // stop reading after this much text (0: no limit)
   bool append_eos = true;
@@ -64,11 +71,13 @@ struct PrepareSummary {
   int64_t files_jsonl = 0, files_text = 0;  // found, by format
   int64_t files_json_as_text = 0;           // NAME.json read as plain text (not JSON Lines)
   int64_t files_skipped_binary = 0, files_skipped_empty = 0;
-  int64_t files_skipped_max_bytes = 0;     // not read: the byte budget was spent
-  int64_t documents = 0;                   // used
-  int64_t documents_skipped_empty = 0;     // JSON Lines records with an empty text
-  int64_t lines_skipped = 0;               // bad JSON lines (skip_bad_lines)
-  std::vector<std::string> skipped_lines;  // the first reasons, "'FILE' line N (...): why"
+  int64_t files_skipped_max_bytes = 0;       // not read: the byte budget was spent
+  int64_t documents = 0;                     // used
+  int64_t pair_documents = 0;                // of them, prompt/completion pairs (a loss mask)
+  int64_t train_scored = 0, val_scored = 0;  // tokens the loss mask flags (pairs only)
+  int64_t documents_skipped_empty = 0;       // JSON Lines records with an empty text
+  int64_t lines_skipped = 0;                 // bad JSON lines (skip_bad_lines)
+  std::vector<std::string> skipped_lines;    // the first reasons, "'FILE' line N (...): why"
   // Ill-formed UTF-8 in the documents used: kept (byte) or replaced by U+FFFD (sentencepiece).
   std::string utf8_handling;  // "kept" or "replaced"
   int64_t utf8_files = 0, utf8_documents = 0, utf8_bytes = 0, utf8_replacements = 0;
@@ -81,6 +90,7 @@ struct PrepareSummary {
   std::string split;            // how val was chosen, in words
   double seconds = 0;
   std::string out_dir, train_path, val_path, tokenizer_path, meta_path;
+  std::string train_mask_path, val_mask_path;  // empty: no pairs, no loss mask
 };
 
 // The names prepare_data writes into out_dir (and whose temporary files it removes).

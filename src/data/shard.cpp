@@ -46,7 +46,22 @@ std::string escaped(const uint8_t* p, size_t n) {
 
 constexpr size_t kWriteBufferBytes = 1 << 20;
 
+// The header's magic and version for a kind of file.
+const char* magic_of(ShardKind kind) {
+  return kind == ShardKind::tokens ? kShardMagic : kLossMaskMagic;
+}
+uint32_t version_of(ShardKind kind) {
+  return kind == ShardKind::tokens ? kShardVersion : kLossMaskVersion;
+}
+
 }  // namespace
+
+std::string loss_mask_path(const std::string& shard_path) {
+  const std::string ext = ".bin";
+  const bool bin = shard_path.size() >= ext.size() &&
+                   shard_path.compare(shard_path.size() - ext.size(), ext.size(), ext) == 0;
+  return (bin ? shard_path.substr(0, shard_path.size() - ext.size()) : shard_path) + ".mask.bin";
+}
 
 uint32_t token_bytes_for_vocab(int64_t vocab_size) {
   GDN_CHECK(vocab_size > 0 && vocab_size <= (int64_t(1) << 31),
@@ -56,11 +71,16 @@ uint32_t token_bytes_for_vocab(int64_t vocab_size) {
 
 // ---- writer ----------------------------------------------------------------------------------
 
-ShardWriter::ShardWriter(const std::string& path, int64_t vocab_size, uint32_t token_bytes)
-    : path_(path), vocab_size_(vocab_size) {
-  const uint32_t needed = token_bytes_for_vocab(vocab_size);
+ShardWriter::ShardWriter(const std::string& path, int64_t vocab_size, uint32_t token_bytes,
+                         ShardKind kind)
+    : path_(path), vocab_size_(vocab_size), kind_(kind) {
+  const bool mask = kind == ShardKind::loss_mask;
+  GDN_CHECK(!mask || (vocab_size == 2 && token_bytes <= 1), "loss mask '", path,
+            "': flags are 0 or 1 (vocab size 2) in one byte, got vocab size ", vocab_size,
+            " and width ", token_bytes);
+  const uint32_t needed = mask ? 1 : token_bytes_for_vocab(vocab_size);
   token_bytes_ = token_bytes == 0 ? needed : token_bytes;
-  GDN_CHECK(token_bytes_ == 2 || token_bytes_ == 4, "shard '", path,
+  GDN_CHECK(mask || token_bytes_ == 2 || token_bytes_ == 4, "shard '", path,
             "': token width must be 2 or 4 bytes, got ", token_bytes_);
   GDN_CHECK(token_bytes_ >= needed, "shard '", path, "': vocab size ", vocab_size,
             " does not fit in ", token_bytes_, "-byte tokens");
@@ -106,8 +126,8 @@ void ShardWriter::finish() {
   GDN_CHECK(file_, "shard '", path_, "': finish() called twice");
   flush_buffer();
   uint8_t header[kShardHeaderBytes] = {};
-  std::memcpy(header, kShardMagic, sizeof kShardMagic);
-  put_le(header + 8, kShardVersion, 4);
+  std::memcpy(header, magic_of(kind_), sizeof kShardMagic);
+  put_le(header + 8, version_of(kind_), 4);
   put_le(header + 12, token_bytes_, 4);
   put_le(header + 16, uint64_t(count_), 8);
   put_le(header + 24, uint64_t(vocab_size_), 8);
@@ -137,60 +157,85 @@ void write_shard(const std::string& path, const std::vector<int32_t>& tokens, in
 
 // ---- reader ----------------------------------------------------------------------------------
 
-std::shared_ptr<const Shard> Shard::open(const std::string& path, bool check_tokens) {
+std::shared_ptr<const Shard> Shard::open(const std::string& path, bool check_tokens,
+                                         ShardKind kind) {
+  std::shared_ptr<Shard> shard = map(path, kind);
+  if (check_tokens) shard->check_tokens();
+  return shard;
+}
+
+std::shared_ptr<const Shard> Shard::open_masked(const std::string& path,
+                                                const std::string& mask_path) {
+  std::shared_ptr<Shard> shard = map(path, ShardKind::tokens);
+  auto mask = open(mask_path, /*check_tokens=*/true, ShardKind::loss_mask);
+  GDN_CHECK(mask->size() == shard->size(), "loss mask '", mask_path, "' holds ", mask->size(),
+            " flags (byte offset 16), but its token shard '", path, "' holds ", shard->size(),
+            " tokens: the two come from different preparations; prepare the data again");
+  shard->loss_mask_ = std::move(mask);
+  return shard;
+}
+
+std::shared_ptr<Shard> Shard::map(const std::string& path, ShardKind kind) {
   std::shared_ptr<Shard> shard(new Shard());
   shard->path_ = path;
+  shard->kind_ = kind;
+  const char* what = shard->what();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  GDN_CHECK(fd >= 0, "cannot open token shard '", path, "': ", std::strerror(errno));
+  GDN_CHECK(fd >= 0, "cannot open ", what, " '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    GDN_FAIL("cannot stat token shard '", path, "': ", std::strerror(err));
+    GDN_FAIL("cannot stat ", what, " '", path, "': ", std::strerror(err));
   }
   const int64_t file_bytes = int64_t(st.st_size);
   if (file_bytes < kShardHeaderBytes) {
     ::close(fd);
-    GDN_FAIL("token shard '", path, "': truncated header: the file is ", file_bytes,
+    GDN_FAIL(what, " '", path, "': truncated header: the file is ", file_bytes,
              " bytes, the header alone needs ", kShardHeaderBytes);
   }
   void* map = ::mmap(nullptr, size_t(file_bytes), PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
   ::close(fd);  // the mapping keeps the file
-  GDN_CHECK(map != MAP_FAILED, "cannot mmap token shard '", path, "': ", std::strerror(map_err));
+  GDN_CHECK(map != MAP_FAILED, "cannot mmap ", what, " '", path, "': ", std::strerror(map_err));
   shard->map_ = static_cast<const uint8_t*>(map);
   shard->map_bytes_ = size_t(file_bytes);
 
   const uint8_t* h = shard->map_;
-  GDN_CHECK(std::memcmp(h, kShardMagic, sizeof kShardMagic) == 0, "token shard '", path,
+  const char* magic = magic_of(kind);
+  const bool mask = kind == ShardKind::loss_mask;
+  GDN_CHECK(std::memcmp(h, magic, sizeof kShardMagic) == 0, what, " '", path,
             "': bad magic at byte offset 0: expected ",
-            escaped(reinterpret_cast<const uint8_t*>(kShardMagic), 8), ", got ", escaped(h, 8),
-            " (not a gdn token shard)");
+            escaped(reinterpret_cast<const uint8_t*>(magic), 8), ", got ", escaped(h, 8),
+            " (not a gdn ", what, ")");
   const uint64_t version = get_le(h + 8, 4);
-  GDN_CHECK(version == kShardVersion, "token shard '", path,
-            "': unsupported version at byte offset 8: expected ", kShardVersion, ", got ", version);
+  GDN_CHECK(version == version_of(kind), what, " '", path,
+            "': unsupported version at byte offset 8: expected ", version_of(kind), ", got ",
+            version);
   const uint64_t width = get_le(h + 12, 4);
-  GDN_CHECK(width == 2 || width == 4, "token shard '", path,
-            "': bad token width at byte offset 12: expected 2 or 4, got ", width);
+  GDN_CHECK(mask ? width == 1 : width == 2 || width == 4, what, " '", path,
+            "': bad token width at byte offset 12: expected ", mask ? "1" : "2 or 4", ", got ",
+            width);
   const uint64_t count = get_le(h + 16, 8);
   const uint64_t vocab = get_le(h + 24, 8);
+  GDN_CHECK(!mask || vocab == 2, what, " '", path,
+            "': bad vocab size at byte offset 24: a loss mask holds 0/1 flags (2), got ", vocab);
   GDN_CHECK(vocab >= 1 && vocab <= (uint64_t(1) << (8 * width)) && vocab <= (uint64_t(1) << 31),
-            "token shard '", path, "': bad vocab size at byte offset 24: expected 1 to ",
+            what, " '", path, "': bad vocab size at byte offset 24: expected 1 to ",
             std::min(uint64_t(1) << (8 * width), uint64_t(1) << 31), " for ", width,
             "-byte tokens, got ", vocab);
   // count * width must not overflow before the comparison.
   const uint64_t max_count = (uint64_t(INT64_MAX) - kShardHeaderBytes) / width;
-  GDN_CHECK(count <= max_count, "token shard '", path,
-            "': bad token count at byte offset 16: ", count, " is impossibly large");
+  GDN_CHECK(count <= max_count, what, " '", path, "': bad token count at byte offset 16: ", count,
+            " is impossibly large");
   const int64_t expected_bytes = kShardHeaderBytes + int64_t(count * width);
-  GDN_CHECK(file_bytes == expected_bytes, "token shard '", path,
+  GDN_CHECK(file_bytes == expected_bytes, what, " '", path,
             "': file size mismatch: the header (token count ", count, " at byte offset 16, width ",
             width, ") implies ", expected_bytes, " bytes, the file has ", file_bytes,
             file_bytes < expected_bytes ? " (truncated)" : " (trailing bytes)");
   shard->count_ = int64_t(count);
   shard->vocab_size_ = int64_t(vocab);
   shard->token_bytes_ = uint32_t(width);
-  if (check_tokens) shard->check_tokens();
   return shard;
 }
 
@@ -199,19 +244,20 @@ Shard::~Shard() {
 }
 
 int32_t Shard::at(int64_t i) const {
-  GDN_CHECK(i >= 0 && i < count_, "token shard '", path_, "': index ", i, " out of range [0, ",
-            count_, ")");
+  GDN_CHECK(i >= 0 && i < count_, what(), " '", path_, "': index ", i, " out of range [0, ", count_,
+            ")");
   return int32_t(get_le(map_ + kShardHeaderBytes + i * token_bytes_, int(token_bytes_)));
 }
 
 void Shard::read(int64_t start, int64_t n, int32_t* out) const {
-  GDN_CHECK(start >= 0 && n >= 0 && start <= count_ - n, "token shard '", path_, "': range [",
-            start, ", ", start + n, ") out of range [0, ", count_, ")");
+  GDN_CHECK(start >= 0 && n >= 0 && start <= count_ - n, what(), " '", path_, "': range [", start,
+            ", ", start + n, ") out of range [0, ", count_, ")");
   const uint8_t* p = map_ + kShardHeaderBytes + start * token_bytes_;
   if (token_bytes_ == 2) {
     for (int64_t i = 0; i < n; ++i) out[i] = int32_t(p[2 * i] | (uint32_t(p[2 * i + 1]) << 8));
   } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = int32_t(get_le(p + 4 * i, 4));
+    const int w = int(token_bytes_);  // 4, or 1 for a loss mask
+    for (int64_t i = 0; i < n; ++i) out[i] = int32_t(get_le(p + w * i, w));
   }
 }
 
@@ -231,7 +277,7 @@ void Shard::check_tokens() const {
       // A 4-byte token >= 2^31 reads as negative: out of range as well.
       if (block[i] < 0 || block[i] >= vocab_size_) {
         const int64_t index = start + i;
-        GDN_FAIL("token shard '", path_, "': token ",
+        GDN_FAIL(what(), " '", path_, "': ", kind_ == ShardKind::tokens ? "token " : "flag ",
                  get_le(map_ + kShardHeaderBytes + index * token_bytes_, int(token_bytes_)),
                  " at index ", index, " (byte offset ", kShardHeaderBytes + index * token_bytes_,
                  ") is >= the vocab size ", vocab_size_);

@@ -326,6 +326,24 @@ bool DocumentReader::next_line(std::string_view& line, int64_t& offset) {
   }
 }
 
+namespace {
+
+// "a, b, c" (the first eight fields of an object) or "none".
+std::string field_list(const nlohmann::json& j) {
+  std::string keys;
+  int listed = 0;
+  for (auto& kv : j.items()) {
+    if (listed++ == 8) {
+      keys += ", ...";
+      break;
+    }
+    keys += (keys.empty() ? "" : ", ") + kv.key();
+  }
+  return keys.empty() ? "none" : keys;
+}
+
+}  // namespace
+
 bool DocumentReader::parse_line(std::string_view line, int64_t offset, Document& doc,
                                 std::string& why) const {
   doc = Document{};
@@ -359,35 +377,49 @@ bool DocumentReader::parse_line(std::string_view line, int64_t offset, Document&
     why = str_cat("expected a JSON object with a \"", field, "\" field, got ", j.type_name());
     return false;
   }
-  auto it = j.find(field);
-  if (it == j.end()) {
-    std::string keys;
-    int listed = 0;
-    for (auto& kv : j.items()) {
-      if (listed++ == 8) {
-        keys += ", ...";
-        break;
-      }
-      keys += (keys.empty() ? "" : ", ") + kv.key();
+  // The strings a line holds: its text, or a fine-tuning pair's prompt and completion.
+  const bool pair = j.contains(options_.completion_field);
+  const std::vector<std::string> names =
+      pair ? std::vector<std::string>{options_.prompt_field, options_.completion_field}
+           : std::vector<std::string>{field};
+  std::vector<std::string> parts;
+  for (const std::string& name : names) {
+    auto it = j.find(name);
+    if (it == j.end()) {
+      why = str_cat("no \"", name, "\" field (its fields: ", field_list(j), "; ",
+                    pair ? options_.pair_fields_hint() : options_.text_field_hint(),
+                    pair ? " name a pair's fields" : " picks another",
+                    pair ? ""
+                         : str_cat("; a fine-tuning pair has \"", options_.prompt_field,
+                                   "\" and \"", options_.completion_field, "\""),
+                    ")");
+      return false;
     }
-    why = str_cat("no \"", field, "\" field (its fields: ", keys.empty() ? "none" : keys, "; ",
-                  options_.text_field_hint(), " picks another)");
-    return false;
+    if (!it->is_string()) {
+      why = str_cat("field \"", name, "\" is ", it->type_name(), ", not a string");
+      return false;
+    }
+    parts.push_back(std::move(it->get_ref<std::string&>()));
   }
-  if (!it->is_string()) {
-    why = str_cat("field \"", field, "\" is ", it->type_name(), ", not a string");
-    return false;
+  // The UTF-8 policy applies to each part, so a pair's seam stays where its prompt ends.
+  if (line_utf8.invalid_bytes > 0) {
+    if (restore) {
+      for (std::string& part : parts) {
+        restore_bytes(part);
+        const Utf8Stats u = repair_utf8(part, options_.utf8);
+        if (doc.utf8.first_offset < 0) doc.utf8.first_offset = u.first_offset;
+        doc.utf8.invalid_bytes += u.invalid_bytes;
+        doc.utf8.replacements += u.replacements;
+      }
+    } else {
+      doc.utf8 = line_utf8;  // replaced before parsing (counted over the whole line)
+    }
+    // Where the user can find it: the line's first invalid byte (JSON hides the field's position).
+    if (doc.utf8.invalid_bytes > 0) doc.utf8.first_offset = offset + line_utf8.first_offset;
   }
-  doc.text = std::move(it->get_ref<std::string&>());
-  if (restore) restore_bytes(doc.text);
-  if (line_utf8.invalid_bytes == 0) return true;
-  if (restore) {
-    doc.utf8 = repair_utf8(doc.text, options_.utf8);
-  } else {
-    doc.utf8 = line_utf8;  // replaced before parsing (counted over the whole line)
-  }
-  // Where the user can find it: the line's first invalid byte (JSON hides the field's position).
-  if (doc.utf8.invalid_bytes > 0) doc.utf8.first_offset = offset + line_utf8.first_offset;
+  if (pair) doc.prompt_bytes = int64_t(parts[0].size());
+  doc.text = std::move(parts[0]);
+  if (pair) doc.text += parts[1];
   return true;
 }
 

@@ -3,7 +3,10 @@
 // its name (case-insensitive):
 //   NAME.jsonl, NAME.jsonl.gz  JSON Lines, what Hugging Face datasets' to_json writes: one
 //                              document per line, the string in field `text_field` (other fields
-//                              are ignored); blank lines are skipped
+//                              are ignored); blank lines are skipped. A line with a
+//                              `completion_field` is a fine-tuning pair instead: the strings of
+//                              `prompt_field` and `completion_field`, the document their
+//                              concatenation with Document::prompt_bytes marking the seam
 //   anything else              plain text: the whole file is one document (NAME.gz is
 //                              decompressed first)
 // gzip goes through zlib. A JSONL line that is not valid JSON, not an object, lacks the field or
@@ -42,6 +45,7 @@ bool is_json_name(const std::string& path);
 
 struct ReadOptions {
   std::string text_field = "text";  // JSON Lines: the field holding the document
+  std::string prompt_field = "prompt", completion_field = "completion";  // a fine-tuning pair
   Utf8Policy utf8 = Utf8Policy::keep;
   bool skip_bad_lines = false;   // JSON Lines: skip and count bad lines instead of failing
   bool from_run_config = false;  // hints name data.* config keys (gdn train), not the flags
@@ -50,16 +54,23 @@ struct ReadOptions {
   const char* text_field_hint() const {
     return from_run_config ? "data.text_field" : "--text-field";
   }
+  const char* pair_fields_hint() const {
+    return from_run_config ? "data.prompt_field and data.completion_field"
+                           : "--prompt-field and --completion-field";
+  }
   const char* skip_bad_lines_hint() const {
     return from_run_config ? "data.skip_bad_lines: true" : "gdn prepare-data --skip-bad-lines";
   }
 };
 
 struct Document {
-  int64_t line = 0;     // JSON Lines: the 1-based line number; plain text: 0
-  int64_t offset = 0;   // byte offset of the document (JSON Lines: its line) in the file
-                        // (decompressed)
-  std::string text;     // after the UTF-8 policy
+  int64_t line = 0;    // JSON Lines: the 1-based line number; plain text: 0
+  int64_t offset = 0;  // byte offset of the document (JSON Lines: its line) in the file
+                       // (decompressed)
+  std::string text;    // after the UTF-8 policy
+  // A prompt/completion pair: text = prompt + completion, the prompt its first prompt_bytes
+  // bytes (after the UTF-8 policy); -1: a plain document.
+  int64_t prompt_bytes = -1;
   bool binary = false;  // plain text holding a NUL byte (its UTF-8 left unchecked)
   Utf8Stats utf8;       // first_offset: in the decompressed file (JSON Lines: the first
                         // invalid byte of the line)

@@ -4,11 +4,13 @@
 #include "src/train/data_source.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/trace_events.h"
 #include "src/data/meta.h"
 #include "src/data/mqar.h"
 #include "src/data/prepare.h"
@@ -81,13 +83,15 @@ class TextData final : public DataSource {
   }
   bool next_eval(data::Batch& b) override { return eval_ && eval_->next(b); }
   double bytes_per_token() const override { return bytes_per_token_; }
+  bool loss_masked() const override { return train_->loss_mask() != nullptr; }
   std::string packing() const override { return loader_->packed() ? "documents" : "stream"; }
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   const data::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
   std::string describe() const override {
     return str_cat(dir_, ": ", tokenizer_->name(), " tokenizer (vocab ", tokenizer_->vocab_size(),
                    vocab_note_, "), ", train_->size(), " train / ", val_->size(), " val tokens; ",
-                   packing_summary());
+                   packing_summary(),
+                   loss_masked() ? "; loss on completions only (prompt/completion pairs)" : "");
   }
 
  private:
@@ -207,6 +211,8 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
   po.out_dir = dir;
   po.val_fraction = cfg.data.val_fraction;
   po.text_field = cfg.data.text_field;
+  po.prompt_field = cfg.data.prompt_field;
+  po.completion_field = cfg.data.completion_field;
   po.skip_bad_lines = cfg.data.skip_bad_lines;
   po.seed = uint64_t(cfg.train.seed);
   po.from_run_config = true;
@@ -228,6 +234,26 @@ Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device
   Tensor in = ops::to_device(b.inputs, device), tgt = ops::to_device(b.targets, device);
   if (b.cu_seqlens.empty()) return model.loss(in, tgt);
   return model.loss(ops::reshape(in, {1, -1}), ops::reshape(tgt, {1, -1}), b.cu_seqlens);
+}
+
+double accumulate_step_gradients(const nn::CausalLM& model, const std::vector<data::Batch>& batches,
+                                 Device device, double scored_total, int world_size,
+                                 bool stop_at_nonfinite,
+                                 const std::function<void()>& before_last_backward) {
+  const double all = std::max(scored_total, 1.0);
+  double loss_sum = 0;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    trace::Span forward_span("phase", "forward");
+    Tensor loss = batch_loss(model, batches[m], device);
+    const double lv = loss.item(), n = double(scored_targets(batches[m]));
+    forward_span.end();
+    loss_sum += lv * (n / all);
+    if (!std::isfinite(lv) && stop_at_nonfinite) break;
+    if (m + 1 == batches.size() && before_last_backward) before_last_backward();
+    trace::Span backward_span("phase", "backward");
+    ops::mul(loss, n * double(world_size) / all).backward();
+  }
+  return loss_sum;
 }
 
 std::unique_ptr<DataSource> make_data_source(const RunConfig& cfg, const std::string& run_dir,

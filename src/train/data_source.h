@@ -3,8 +3,10 @@
 // that are a pure function of (seed, rank, step), so resuming replays exactly; with W ranks of
 // batch B, rank r gets rows [r * B, (r + 1) * B) of the one-process batch of W * B rows.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layers/model.h"
 #include "src/data/loader.h"
@@ -33,6 +35,8 @@ class DataSource {
   virtual double bytes_per_token() const { return 0; }  // val split, for bits per byte
   virtual int64_t vocab_size() const = 0;               // tokens the data uses
   virtual const data::Tokenizer* tokenizer() const { return nullptr; }
+  // Whether the loss scores only flagged targets (prompt/completion data: the completions).
+  virtual bool loss_masked() const { return false; }
   // Whether validation reports recall accuracy (MQAR) besides the loss.
   virtual bool reports_accuracy() const { return false; }
   virtual std::string describe() const = 0;
@@ -51,6 +55,18 @@ int64_t scored_targets(const data::Batch& b);
 // The mean loss of a batch over its scored targets; packed rows (Batch::cu_seqlens) run as one
 // row of B * T with their boundaries (fla's layout: the kernels take cu_seqlens with B = 1).
 Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device);
+
+// Forward and backward of one step's micro-batches: micro-batch m's mean loss is scaled by
+// n_m * W / N (n_m its scored targets, N = scored_total those of the whole step over all W ranks,
+// W as the gradient reducer averages over ranks), so the gradients sum to those of the mean loss
+// over every scored target of the step, as if the unscored ones were absent (unmasked, every n_m
+// is equal and the scale is 1 / grad_accum). before_last_backward runs just before the last
+// backward. Returns this rank's share of the step's mean loss; with stop_at_nonfinite it stops
+// at the first non-finite loss (the step is skipped anyway).
+double accumulate_step_gradients(const nn::CausalLM& model, const std::vector<data::Batch>& batches,
+                                 Device device, double scored_total, int world_size,
+                                 bool stop_at_nonfinite,
+                                 const std::function<void()>& before_last_backward = {});
 
 // The data directory a run uses (data.dir, or RUN_DIR/data).
 std::string data_dir_of(const RunConfig& cfg, const std::string& run_dir);

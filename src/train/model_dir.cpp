@@ -167,6 +167,7 @@ nlohmann::json evaluate_model_dir(const EvalRequest& r) {
     out["step"] = load_trainer_state(md.dir).step;
   if (e.bpb > 0) out["val_bpb"] = e.bpb;
   if (e.accuracy >= 0) out["val_accuracy"] = e.accuracy;
+  if (data->loss_masked()) out["loss_mask"] = "completions";  // val_loss scores only those
   GDN_CHECK(std::isfinite(e.loss), md.dir, ": the validation loss is ", e.loss, " over ", e.tokens,
             " tokens (not finite: the model's logits overflow or are NaN)");
   return out;

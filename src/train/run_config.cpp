@@ -114,6 +114,8 @@ void bind_all(io::ConfigBinder& b, RunConfig& c, AttnSource* attn = nullptr) {
   b.bind("data.vocab_size", &d.vocab_size);
   b.bind_enum("data.pack", &d.pack);
   b.bind("data.text_field", &d.text_field);
+  b.bind("data.prompt_field", &d.prompt_field);
+  b.bind("data.completion_field", &d.completion_field);
   b.bind("data.skip_bad_lines", &d.skip_bad_lines);
   b.bind("data.val_fraction", &d.val_fraction);
   b.bind("data.seq_len", &d.seq_len);

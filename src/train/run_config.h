@@ -60,6 +60,8 @@ struct DataConfig {
   Pack pack = Pack::documents;
   std::string text_field = "text";  // JSON Lines inputs: the field holding each document
   bool skip_bad_lines = false;      // JSON Lines inputs: skip and count bad lines
+  // JSON Lines inputs: a line with completion_field is a fine-tuning pair (loss on the completion)
+  std::string prompt_field = "prompt", completion_field = "completion";
   double val_fraction = 0.05;
   int64_t seq_len = 256;
   // MQAR: key-value pairs shown, then queried.

@@ -129,43 +129,28 @@ void Trainer::step_optimizer() {
   if (opt_layout_) dist::broadcast_from_owners(*comm_, sharded_params_, owners_);
 }
 
-// The step's loss is the mean over every scored target of all micro-batches and ranks: micro-
-// batch m weighs n_m / N (N summed over ranks; times W, as the reducer averages over ranks).
-// Without masking every n_m is equal and the weight is exactly 1 / grad_accum.
+// The step's loss is the mean over every scored target of all micro-batches and ranks
+// (accumulate_step_gradients weighs each micro-batch by its count of them).
 double Trainer::train_step() {
   opt_->set_lr(schedule_.lr_at(state_.step));
   trace::Span zero_span("phase", "zero_grad");
   zero_grads();
   zero_span.end();
-  double loss_sum = 0;
-  const int64_t accum = cfg_.train.grad_accum;
   std::vector<data::Batch> batches;
-  std::vector<double> scored{0};
+  std::vector<double> scored{0};  // targets scored by the step, over every rank
   trace::Span data_span("phase", "data");
-  for (int64_t m = 0; m < accum; ++m) {
+  for (int64_t m = 0; m < cfg_.train.grad_accum; ++m) {
     batches.push_back(data_->next());
-    scored.push_back(double(scored_targets(batches.back())));
-    scored[0] += scored.back();
+    scored[0] += double(scored_targets(batches.back()));
   }
-  if (world_size() > 1) {
-    std::vector<double> total{scored[0]};
-    comm_->all_reduce_host(total);
-    scored[0] = total[0];
-  }
-  const double all = std::max(scored[0], 1.0);
+  if (world_size() > 1) comm_->all_reduce_host(scored);
   data_span.end();
-  for (int64_t m = 0; m < accum; ++m) {
-    trace::Span forward_span("phase", "forward");
-    Tensor loss = batch_loss(*model_, batches[size_t(m)], device_);
-    const double lv = loss.item(), n = scored[size_t(m) + 1];
-    forward_span.end();
-    loss_sum += lv * (n / all);
-    // No point continuing this step; with several ranks every backward must run (collectives).
-    if (!std::isfinite(lv) && !reducer_) break;
-    if (reducer_ && m == accum - 1) reducer_->arm();  // its hooks start the all-reduces
-    trace::Span backward_span("phase", "backward");
-    ops::mul(loss, n * double(world_size()) / all).backward();
-  }
+  // With several ranks every backward must run (collectives), finite or not.
+  double loss_sum = accumulate_step_gradients(*model_, batches, device_, scored[0], world_size(),
+                                              /*stop_at_nonfinite=*/!reducer_, [&] {
+                                                if (reducer_)
+                                                  reducer_->arm();  // starts the all-reduces
+                                              });
   if (reducer_) reducer_->finish();
   state_.data_step = data_->position();
   if (world_size() > 1) {
