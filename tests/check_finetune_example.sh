@@ -7,7 +7,8 @@ set -euo pipefail
 gdn=$1 root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-out=$("$root/examples/finetune/run.sh" "$gdn" "$tmp" -- --set train.steps=4 \
+cd "$root"
+out=$(examples/finetune/run.sh "$gdn" "$tmp" -- --set train.steps=4 \
   --set train.eval_every=2 --set train.eval_batches=2 --set train.save_every=4 \
   --set train.warmup_steps=1 2>&1)
 echo "$out"

@@ -125,7 +125,8 @@ TEST(LossMask, PrepareTokenizesPromptThenCompletionAndFlagsTheCompletion) {
   EXPECT_EQ(p.train->loss_mask()->read(0, p.train->size()), flags);
   EXPECT_EQ(s.train_scored, int64_t(flags.size()) - 3);
   EXPECT_EQ(p.val_bytes_per_token(), 0);  // bits per byte mean nothing over completions only
-  const auto meta = nlohmann::json::parse(test::read_file(dir.file("data/meta.json")));
+  const auto meta =
+      nlohmann::json::parse(test::read_file((fs::path(dir.file("data")) / "meta.json").string()));
   EXPECT_EQ(meta["train"]["loss_mask"], "train.mask.bin");
   EXPECT_EQ(meta["val"]["loss_mask"], "val.mask.bin");
   EXPECT_EQ(meta["pair_documents"], 2);
@@ -167,7 +168,7 @@ TEST(LossMask, TheSeamSurvivesUtf8Repair) {
   data::PrepareOptions o;
   o.inputs = {dir.file("sft.jsonl")};
   o.tokenizer =
-      (fs::path(std::getenv("GDN_TEST_DATA")) / "tokenizers/gpt2/tokenizer.json").string();
+      (fs::path(std::getenv("GDN_TEST_DATA")) / "tokenizers" / "gpt2" / "tokenizer.json").string();
   o.out_dir = dir.file("data");
   o.val_fraction = 0;
   o.progress = false;

@@ -30,14 +30,14 @@ if [[ -z $model ]]; then
     --set model.hidden_size=128 --set model.num_hidden_layers=2 --set model.num_heads=2 \
     --set model.head_dim=64 --set train.steps=1 --set train.lr=0 --set train.min_lr=0 \
     --set train.warmup_steps=0 --set train.eval_every=0 --set train.save_every=1 \
-    --set data.inputs="[$here/uppercase.jsonl]" --set train.out_dir="$work/base"
+    --set data.inputs="[examples/finetune/uppercase.jsonl]" --set train.out_dir="$work/base"
   model=$work/base
 fi
 
-"$gdn" train "$here/continue.yaml" --init-from "$model" --overwrite \
+"$gdn" train examples/finetune/continue.yaml --init-from "$model" --overwrite \
   --set train.out_dir="$work/continued" "$@"
-"$gdn" train "$here/finetune.yaml" --init-from "$work/continued" --overwrite \
-  --set data.inputs="[$here/uppercase.jsonl]" --set train.out_dir="$work/finetuned" "$@"
+"$gdn" train examples/finetune/finetune.yaml --init-from "$work/continued" --overwrite \
+  --set train.out_dir="$work/finetuned" "$@"
 "$gdn" eval "$work/finetuned"
 "$gdn" generate "$work/finetuned" --prompt $'lower: gated delta rule\nupper:' --max-tokens 24 \
   --temperature 0
