@@ -1,0 +1,193 @@
+// Kimi Delta Attention (KDA, flash-linear-attention's `kda`): the gated delta rule with a decay
+// per key channel instead of one per head. The kernel API, shared by every implementation (CPU
+// and CUDA), and the registry of implementations (as kernels/gdr_registry.h is for gdr).
+//
+// Layout (fla's, time-major, contiguous, row-major):
+//   q, k [B, T, H, K]   v, o [B, T, HV, V]   g [B, T, HV, K]   beta [B, T, HV]   h0, ht [N, HV, K,
+//   V]
+// g is the per-channel LOG decay (<= 0 in use). N = B, or with packed sequences (cu_seqlens, B = 1)
+// the number of sequences, each run alone from its own h0 row to its own ht row. HV is a multiple
+// of H; value head i reads key head i / (HV / H). Per (sequence, value head), state S (K x V),
+// scale = K^-1/2 unless given:
+//   S = Diag(exp(g_t)) S;  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
+//
+// Kernels never allocate: the caller asks for the sizes below (counts of Acc elements), allocates
+// and passes pointers. docs/design.md section 4.11 derives the chunked form and its numerics.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/enum_table.h"
+#include "kernels/gated_delta_rule.h"
+#include "kernels/numeric.h"
+
+namespace gdn::kda {
+
+enum class Impl { recurrent, chunked };
+
+inline constexpr EnumEntry<Impl> kImplNames[] = {{Impl::recurrent, "recurrent"},
+                                                 {Impl::chunked, "chunked"}};
+inline EnumTable<Impl> enum_table(Impl) {
+  return kImplNames;
+}
+inline const char* impl_name(Impl impl) {
+  return enum_name(impl);
+}
+// Throws std::invalid_argument naming the value and the choices.
+Impl parse_impl(const std::string& name);
+
+struct Problem {
+  int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
+  int chunk = 64;    // chunk size C: 16, 32 or 64 (also the recurrent kernel's checkpoint interval)
+  double scale = 0;  // resolved by the caller; 0 is not allowed
+  Impl impl = Impl::chunked;
+  bool has_h0 = false;   // an initial state is given
+  bool want_ht = false;  // the final state is written
+  // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1); empty:
+  // B sequences of T tokens.
+  std::vector<int64_t> cu_seqlens;
+
+  bool packed() const { return !cu_seqlens.empty(); }
+  int64_t num_seqs() const { return packed() ? int64_t(cu_seqlens.size()) - 1 : B; }
+  int64_t group() const { return HV / H; }  // value heads per key head
+  // Chunks of all sequences together, each chunked from its own first token.
+  int64_t total_chunks() const { return as_gdr().total_chunks(); }
+  // The same sizes and packing as a gated-delta-rule Problem, for the sequence and slice helpers
+  // both families share (gdr::sequences, the CPU slice loop).
+  gdr::Problem as_gdr() const;
+};
+
+// Throws std::invalid_argument ("kda: ...") naming what is wrong (sizes, divisibility, chunk size,
+// scale, cu_seqlens).
+void validate(const Problem& p);
+
+// Acc elements the forward saves for the backward: the state at the start of every chunk of
+// every (sequence, value head), [sequence][HV][chunk][K][V] (every implementation, the same).
+int64_t residual_elems(const Problem& p);
+// Acc elements of CPU scratch the forward / backward of p.impl need while they run.
+int64_t forward_workspace_elems(const Problem& p);
+int64_t backward_workspace_elems(const Problem& p);
+
+template <typename T>
+struct Inputs {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  const T* g = nullptr;          // [B, T, HV, K]
+  const T* beta = nullptr;       // [B, T, HV]
+  const acc_t<T>* h0 = nullptr;  // [N, HV, K, V] when p.has_h0
+};
+
+template <typename T>
+struct ForwardOutputs {
+  T* o = nullptr;                 // [B, T, HV, V]
+  acc_t<T>* ht = nullptr;         // [N, HV, K, V] when p.want_ht
+  acc_t<T>* residual = nullptr;   // residual_elems(p)
+  acc_t<T>* workspace = nullptr;  // forward_workspace_elems(p)
+};
+
+template <typename T>
+struct BackwardArgs {
+  const T* d_o = nullptr;              // [B, T, HV, V]
+  const acc_t<T>* dht = nullptr;       // [N, HV, K, V] when want_ht; may be null (zero)
+  const acc_t<T>* residual = nullptr;  // what the forward saved
+  acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
+  T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)
+  T* dk = nullptr;                     // [B, T, H, K]
+  T* dv = nullptr;                     // [B, T, HV, V]
+  T* dg = nullptr;                     // [B, T, HV, K]
+  T* dbeta = nullptr;                  // [B, T, HV]
+  acc_t<T>* dh0 = nullptr;             // [N, HV, K, V] when p.has_h0
+};
+
+// CPU entry points (T: float, double, bf16; computes in acc_t<T>); they validate p and the
+// pointers, then run p.impl's registry entry. The backward expects the forward's residual.
+template <typename T>
+void forward_cpu(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out);
+template <typename T>
+void backward_cpu(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
+
+#if defined(GDN_WITH_CUDA)
+// CUDA entry points (device pointers, run on `stream`, a cudaStream_t); workspace sizes through
+// the registry entry's cuda kernels.
+template <typename T>
+void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
+                  void* stream);
+template <typename T>
+void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
+                   void* stream);
+#endif
+
+// FLOPs of docs/design.md section 4.11 (the chunked form's count; recurrent is timed against it).
+double forward_flops(const Problem& p);
+double backward_flops(const Problem& p);
+
+// ---- the registry ------------------------------------------------------------------------------
+
+template <typename T>
+using CpuForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&);
+template <typename T>
+using CpuBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&);
+template <typename T>
+using CudaForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&,
+                             void* stream);
+template <typename T>
+using CudaBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,
+                              void* stream);
+
+// One device's forward and backward per input type (float, double, bf16) and their scratch in
+// Acc elements (in_bytes: bytes of an input element). Every kernel runs packed sequences itself.
+template <template <typename> class Fwd, template <typename> class Bwd>
+struct DeviceKernels {
+  template <typename T>
+  struct Pair {
+    Fwd<T> forward = nullptr;
+    Bwd<T> backward = nullptr;
+  };
+  std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
+  int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
+  int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
+
+  template <typename T>
+  const Pair<T>& of() const {
+    return std::get<Pair<T>>(typed);
+  }
+};
+using CpuKernels = DeviceKernels<CpuForward, CpuBackward>;
+using CudaKernels = DeviceKernels<CudaForward, CudaBackward>;
+
+struct Implementation {
+  const char* name;     // "chunked"
+  Impl impl;            // the kernel family
+  const char* summary;  // one line for --help and docs
+  CpuKernels cpu;
+  const CudaKernels* cuda;  // null when gdn is built without CUDA
+
+  Problem configure(Problem p) const {
+    p.impl = impl;
+    return p;
+  }
+  int64_t cpu_forward_workspace(const Problem& p) const { return cpu.forward_workspace(p, 0); }
+  int64_t cpu_backward_workspace(const Problem& p) const { return cpu.backward_workspace(p, 0); }
+  // Throws std::invalid_argument when gdn was built without CUDA.
+  int64_t cuda_forward_workspace(const Problem& p, int64_t in_bytes) const;
+  int64_t cuda_backward_workspace(const Problem& p, int64_t in_bytes) const;
+};
+
+// Every implementation, in a fixed order (recurrent, chunked).
+const std::vector<Implementation>& implementations();
+// By name; throws std::invalid_argument naming the value and the known names.
+const Implementation& find_implementation(const std::string& name);
+// The entry that runs p (by p.impl).
+const Implementation& implementation_of(const Problem& p);
+// "recurrent, chunked".
+std::string implementation_names();
+
+#if defined(GDN_WITH_CUDA)
+// The CUDA kernels of each implementation (kernels/cuda/kda_dispatch.cu).
+const CudaKernels& cuda_kernels(Impl impl);
+#endif
+
+}  // namespace gdn::kda
