@@ -121,7 +121,7 @@ std::vector<Implementation> make_table() {
        GDN_KDA_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
       {"chunked", Impl::chunked,
        "the WY/UT matmul form with per-channel decays relative to sub-chunk reference rows",
-       GDN_KDA_CPU_KERNELS(recurrent), cuda_of(Impl::chunked)},
+       GDN_KDA_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
   };
 }
 

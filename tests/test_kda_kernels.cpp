@@ -6,6 +6,7 @@
 // autograd gradcheck, shapes on meta, and validation messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -95,7 +96,7 @@ void check_finite_differences(const Problem& p, double g_min, uint64_t seed) {
 
 TEST(KdaKernels, FiniteDifferencesEveryInputEveryImplementation) {
   for (const Implementation& impl : implementations())
-    for (int chunk : {16, 32}) {
+    for (int chunk : {16, 32, 64}) {
       SCOPED_TRACE(impl.name);
       // GVA (2 value heads per key head), h0 and ht, T not a multiple of the chunk
       check_finite_differences(problem(2, 21, 1, 2, 4, 3, chunk, impl.impl, true, true), -0.3, 1);
@@ -126,7 +127,7 @@ TEST(KdaKernels, EveryImplementationMatchesFp64Recurrent) {
                                    (p.packed() ? " packed" : "");
           expect_close(run_cpu<double>(p, d), ref, 1e-10, what + " fp64");
           expect_close(run_cpu<float>(p, d), ref, 5e-5, what + " fp32");
-          expect_close(run_cpu<bf16>(p, d), ref, 6e-2, what + " bf16");
+          expect_close(run_cpu<bf16>(p, d), ref, 2e-2, what + " bf16");
         }
       }
 }
@@ -170,13 +171,15 @@ TEST(KdaKernels, PackedSequencesEqualEachAlone) {
   }
 }
 
-// Decays so strong that a state forgets within a step (g = -5 per channel everywhere, and far
-// stronger): finite results that match the reference in fp32.
+// Decays so strong that a state forgets within a step: g = -5 on every channel of every step
+// (exp(5 C) overflows fp32 for C >= 18: any form with exp(-G) fails), and uniform in [-40, 0].
+// Finite results that match the fp64 reference in fp32.
 TEST(KdaKernels, StrongDecaysStayFinite) {
   for (const Implementation& impl : implementations())
     for (double g_min : {-5.0, -40.0}) {
       const Problem p = problem(1, 130, 1, 2, 16, 8, 64, impl.impl, true, true);
-      const Data d = make_data(p, g_min, 3);
+      Data d = make_data(p, g_min, 3);
+      if (g_min == -5.0) std::fill(d.g.begin(), d.g.end(), -5.0);
       const Result ref = run_cpu<double>(with_impl(p, Impl::recurrent), d);
       expect_close(run_cpu<float>(p, d), ref, 5e-5,
                    std::string(impl.name) + " fp32 g_min " + std::to_string(g_min));
