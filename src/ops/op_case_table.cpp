@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "kernels/gdr_registry.h"
+#include "kernels/kda.h"
 #include "src/ops/attention.h"
 #include "src/ops/gated_delta_rule.h"
+#include "src/ops/kimi_delta_rule.h"
 #include "src/ops/linear_cross_entropy.h"
 #include "src/ops/op_cases.h"
 #include "src/ops/ops.h"
@@ -315,11 +317,44 @@ void add_gated_delta_rule_cases(Cases& c) {
       }
 }
 
+// Kimi Delta Attention, one row per implementation, chunk size (16, and 64 over a single partial
+// chunk) and packing, shaped as the gated delta rule's rows but with a log decay per key channel
+// (g [B, T, HV, K] = -softplus, strong enough to matter).
+void add_kimi_delta_rule_cases(Cases& c) {
+  for (const kda::Implementation& impl : kda::implementations())
+    for (int chunk : {16, 64})
+      for (bool packed : {false, true}) {
+        const int64_t B = packed ? 1 : 2, T = packed ? 23 : 13, N = packed ? 3 : 2;
+        std::vector<In> inputs = {In::normal({B, T, 1, 4}),      In::normal({B, T, 1, 4}),
+                                  In::normal({B, T, 2, 4}),      In::normal({B, T, 2, 4}),
+                                  In::normal({N, 2, 4, 4}, 0.5), In::normal({B, T, 2})};
+        KdaOptions opt;
+        opt.impl = impl.impl;
+        opt.chunk_size = chunk;
+        opt.output_final_state = true;
+        if (packed) opt.cu_seqlens = std::vector<int64_t>{0, 7, 16, 23};
+        add_checked(
+            c,
+            std::string("kimi_delta_rule_") + impl.name + "_c" + std::to_string(chunk) +
+                (packed ? "_packed" : ""),
+            std::move(inputs), [opt](auto& x) {
+              const Tensor g = neg(softplus(x[3]));
+              const Tensor h0 =
+                  cast(x[4], x[4].dtype() == DType::float64 ? DType::float64 : DType::float32);
+              const KdaOutput r =
+                  kimi_delta_rule(x[0], l2_norm(x[1], 1e-6), x[2], g, sigmoid(x[5]), opt, h0);
+              return concat({reshape(r.o, {-1}), reshape(cast(r.ht, r.o.dtype()), {-1})}, 0);
+            });
+        c.back().tolerance = Tolerance{1e-10, 2e-4, 5e-2};
+      }
+}
+
 Cases build_table() {
   Cases cases;
   add_gradcheck_cases(cases);
   add_attention_cases(cases);
   add_gated_delta_rule_cases(cases);
+  add_kimi_delta_rule_cases(cases);
   add_reduction_cases(cases);
   add_matmul_cases(cases);
   add_softmax_cases(cases);
