@@ -22,6 +22,15 @@
 //     attnres_block_size (null; attention residuals add parameters and reroute the residuals),
 //     use_l2warp (false; L2Wrap adds a max-logit penalty to the gradient),
 //     pad_token_id (null; the embedding's padding_idx row gets no gradient in fla)
+//
+// fla 0.6.0's KDAConfig (configuration_kda.py in fla's models/kda), model_type kda: the same fields
+// (its own defaults: kda_defaults()) except use_gate and output_gate_activation (KDA's output gate
+// is always sigmoid(g_proj x)) and fuse_linear_cross_entropy, plus
+//   computed as fla computes it:
+//     safe_gate (true needs lower_bound, as fla requires; it starts A_log at 0), lower_bound
+//     (null: g = -exp(A_log) softplus(f + dt_bias); a number: lower_bound sigmoid(exp(A_log)
+//     (f + dt_bias)))
+//
 //   Hugging Face's own fields (model_type, architectures, transformers_version, dtype /
 //   torch_dtype, output_hidden_states, ...): accepted, no effect; quantization_config is refused
 //   (the weights would not be plain floats). Keys nobody knows are ignored, as fla ignores them.
@@ -38,6 +47,16 @@
 
 namespace gdn::nn {
 
+namespace {
+
+std::string show_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
 int64_t ModelConfig::head_v_dim() const {
   return int64_t(std::llround(double(head_dim) * expand_v));
 }
@@ -48,6 +67,40 @@ int64_t ModelConfig::mlp_intermediate_size() const {
   int64_t i = int64_t(double(hidden_size) * double(hidden_ratio) * 2.0 / 3.0);
   return 256 * ((i + 255) / 256);
 }
+
+ModelConfig ModelConfig::kda_defaults() {
+  ModelConfig c;
+  c.model_type = ModelType::kda;
+  c.num_hidden_layers = 24;
+  c.num_heads = 16;
+  c.head_dim = 128;
+  c.expand_v = 1.0;
+  return c;
+}
+
+namespace {
+
+// What only one of the two families has, checked against the model_type.
+void validate_family(const ModelConfig& c) {
+  if (!c.is_kda()) {
+    GDN_CHECK(!c.safe_gate && !c.lower_bound, "model.safe_gate and model.lower_bound are ",
+              "KDAConfig's (model.model_type: kda); a Gated DeltaNet model has neither");
+    return;
+  }
+  GDN_CHECK(c.kernel == gdr::Impl::recurrent || c.kernel == gdr::Impl::chunked, "model.kernel: '",
+            gdr::impl_name(c.kernel), "' has no Kimi Delta Attention kernel (expected recurrent ",
+            "or chunked)");
+  GDN_CHECK(c.use_gate && c.output_gate_activation == GateActivation::swish,
+            "model.use_gate and model.output_gate_activation are GatedDeltaNetConfig's: a KDA "
+            "layer always gates its output with sigmoid(g_proj x) (leave them out)");
+  GDN_CHECK(!c.safe_gate || c.lower_bound, "model.safe_gate: true needs model.lower_bound ",
+            "(fla recommends -5)");
+  GDN_CHECK(!c.lower_bound || (std::isfinite(*c.lower_bound) && *c.lower_bound < 0),
+            "model.lower_bound must be a negative number (a log decay), got ",
+            c.lower_bound ? show_number(*c.lower_bound) : "null");
+}
+
+}  // namespace
 
 void ModelConfig::validate() const {
   GDN_CHECK(hidden_size > 0 && num_hidden_layers >= 0 && num_heads > 0 && head_dim > 0,
@@ -76,6 +129,7 @@ void ModelConfig::validate() const {
             EnumTable<gdr::Impl>(kModelKernels).choices(), ")");
   check_attention(*this, "model.attn",
                   [](const std::string& path, const AttentionSpot&) { return path; });
+  validate_family(*this);
 }
 
 int64_t ModelConfig::num_parameters() const {
@@ -89,8 +143,8 @@ int64_t ModelConfig::num_parameters() const {
 
 nlohmann::json ModelConfig::to_hf_json() const {
   nlohmann::json j = {
-      {"model_type", "gated_deltanet"},
-      {"architectures", {"GatedDeltaNetForCausalLM"}},
+      {"model_type", enum_name(model_type)},
+      {"architectures", {is_kda() ? "KDAForCausalLM" : "GatedDeltaNetForCausalLM"}},
       {"attn_mode", attn_mode},
       {"hidden_size", hidden_size},
       {"num_hidden_layers", num_hidden_layers},
@@ -122,7 +176,6 @@ nlohmann::json ModelConfig::to_hf_json() const {
       {"use_cache", true},
       {"attn", attention_json(*this)},
       {"attnres_block_size", nullptr},
-      {"output_gate_activation", enum_name(output_gate_activation)},
       {"torch_dtype", "float32"},
       {"gdn",
        {{"kernel", gdr::impl_name(kernel)},
@@ -133,6 +186,14 @@ nlohmann::json ModelConfig::to_hf_json() const {
         {"fused_vt", fused_vt},
         {"fused_sub", fused_sub}}},
   };
+  if (is_kda()) {  // KDAConfig has no use_gate, output gate choice or fuse_linear_cross_entropy
+    j.erase("use_gate");
+    j.erase("fuse_linear_cross_entropy");
+    j["safe_gate"] = safe_gate;
+    j["lower_bound"] = lower_bound ? nlohmann::json(*lower_bound) : nlohmann::json(nullptr);
+  } else {
+    j["output_gate_activation"] = enum_name(output_gate_activation);
+  }
   return j;
 }
 
@@ -171,9 +232,7 @@ int64_t token_id(const nlohmann::json& v, const char* key) {
 }
 
 std::string show(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
+  return show_number(v);
 }
 
 // Which layers are attention, with which settings (defaults resolved): "none", or groups
@@ -209,9 +268,13 @@ std::string attention_layout(const ModelConfig& c) {
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
-  GDN_CHECK(j.value("model_type", "") == "gated_deltanet", "config.json: model_type is '",
-            j.value("model_type", ""), "', expected 'gated_deltanet'");
-  ModelConfig c;
+  const std::string type = j.contains("model_type") && j["model_type"].is_string()
+                               ? j["model_type"].get<std::string>()
+                               : std::string();
+  const auto family = enum_table(ModelType{}).parse(type);
+  GDN_CHECK(family, "config.json: model_type is '", type, "', expected ",
+            enum_table(ModelType{}).choices());
+  ModelConfig c = *family == ModelType::kda ? kda_defaults() : ModelConfig{};
   auto get = [&](const char* key, auto& field) {
     if (j.contains(key) && !j[key].is_null()) {
       try {
@@ -230,7 +293,7 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
   get("expand_v", c.expand_v);
   get("conv_size", c.conv_size);
   get("use_short_conv", c.use_short_conv);
-  get("use_gate", c.use_gate);
+  if (!c.is_kda()) get("use_gate", c.use_gate);
   get("allow_neg_eigval", c.allow_neg_eigval);
   get("hidden_ratio", c.hidden_ratio);
   get("intermediate_size", c.intermediate_size);
@@ -245,7 +308,16 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
   get("fuse_norm", c.fuse_norm);
   get("fuse_swiglu", c.fuse_swiglu);
   get("fuse_cross_entropy", c.fuse_cross_entropy);
-  if (j.contains("output_gate_activation") && !j["output_gate_activation"].is_null()) {
+  if (c.is_kda()) {
+    get("safe_gate", c.safe_gate);
+    if (j.contains("lower_bound") && !j["lower_bound"].is_null()) {
+      GDN_CHECK(j["lower_bound"].is_number(), "config.json: field 'lower_bound' must be a number ",
+                "or null, got ", j["lower_bound"].dump());
+      c.lower_bound = j["lower_bound"].get<double>();
+    }
+  }
+  if (!c.is_kda() && j.contains("output_gate_activation") &&
+      !j["output_gate_activation"].is_null()) {
     const auto& v = j["output_gate_activation"];
     const auto parsed =
         v.is_string() ? enum_table(GateActivation{}).parse(v.get<std::string>()) : std::nullopt;
@@ -302,6 +374,9 @@ std::vector<std::string> model_differences(const ModelConfig& a, const ModelConf
     if (!c.use_gate) return std::string("none (use_gate false)");
     return std::string(c.output_gate_activation == GateActivation::sigmoid ? "sigmoid" : "swish");
   };
+  differ("model_type", enum_name(a.model_type), enum_name(b.model_type));
+  differ("lower_bound", a.lower_bound ? show(*a.lower_bound) : "null",
+         b.lower_bound ? show(*b.lower_bound) : "null");
   differ("hidden_size", num(a.hidden_size), num(b.hidden_size));
   differ("num_hidden_layers", num(a.num_hidden_layers), num(b.num_hidden_layers));
   differ("num_heads", num(a.num_heads), num(b.num_heads));

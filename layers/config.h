@@ -1,6 +1,6 @@
-// The model configuration: flash-linear-attention's GatedDeltaNetConfig field names (so
-// config.json round-trips with fla / Hugging Face), plus gdn's kernel choice. Every field of fla
-// 0.6.0's GatedDeltaNetConfig is either computed or refused by name (the table is in
+// The model configuration: flash-linear-attention's GatedDeltaNetConfig and KDAConfig field names
+// (so config.json round-trips with fla / Hugging Face), plus gdn's kernel choice. Every field of
+// fla 0.6.0's two configs is either computed or refused by name (the table is in
 // layers/config.cpp).
 #pragma once
 #include <cstdint>
@@ -45,6 +45,16 @@ inline EnumTable<GateActivation> enum_table(GateActivation) {
   return kGateActivationNames;
 }
 
+// The model family, fla's model_type: gated_deltanet (GatedDeltaNetForCausalLM, Gated DeltaNet
+// layers) or kda (KDAForCausalLM, Kimi Delta Attention layers: layers/kimi_delta_attention.h).
+// Either may have softmax attention layers (`attn`).
+enum class ModelType { gated_deltanet, kda };
+inline constexpr EnumEntry<ModelType> kModelTypeNames[] = {
+    {ModelType::gated_deltanet, "gated_deltanet"}, {ModelType::kda, "kda"}};
+inline EnumTable<ModelType> enum_table(ModelType) {
+  return kModelTypeNames;
+}
+
 // One entry of fla's `attn` (GatedDeltaNetConfig.attn: a dict, or a list of dicts): these layers
 // are softmax attention (fla.layers.attn.Attention) instead of Gated DeltaNet. Defaults as fla's
 // parse_attention_config fills them.
@@ -61,7 +71,8 @@ struct AttentionConfig {
 };
 
 struct ModelConfig {
-  // fla GatedDeltaNetConfig fields (same names and defaults).
+  ModelType model_type = ModelType::gated_deltanet;
+  // fla GatedDeltaNetConfig fields (same names and defaults; kda_defaults() gives KDAConfig's).
   int64_t hidden_size = 2048;
   int64_t num_hidden_layers = 21;
   int64_t num_heads = 6;
@@ -85,6 +96,11 @@ struct ModelConfig {
   std::string attn_mode = "chunk";
   bool fuse_norm = true, fuse_swiglu = true, fuse_cross_entropy = true;
   GateActivation output_gate_activation = GateActivation::swish;  // with use_gate
+  // KDAConfig only: the gate's form. lower_bound set: g = lower_bound * sigmoid(exp(A_log) (f +
+  // dt_bias)) in [lower_bound, 0), else -exp(A_log) softplus(f + dt_bias); safe_gate (needs
+  // lower_bound) starts A_log at 0 and lets fla's kernels assume the bound.
+  bool safe_gate = false;
+  std::optional<double> lower_bound;
   // fla's `attn`: softmax attention layers (empty = None: Gated DeltaNet in every layer).
   // attn_is_list: config.json writes a list (else the single entry as a dict, as it was read).
   std::vector<AttentionConfig> attn;
@@ -99,6 +115,10 @@ struct ModelConfig {
   attn::Impl attention_impl = attn::Impl::automatic;    // auto | cudnn | flash
   cuda::Conv1dImpl conv1d_impl = cuda::kConv1dDefault;  // direct | cudnn
   int64_t fused_vt = 0, fused_sub = 0;                  // 0 | 16 | 32 | 64
+
+  // KDAConfig's defaults (num_heads 16, head_dim 128, expand_v 1, 24 layers), model_type kda.
+  static ModelConfig kda_defaults();
+  bool is_kda() const { return model_type == ModelType::kda; }
 
   int64_t v_heads() const { return num_v_heads > 0 ? num_v_heads : num_heads; }
   int64_t key_dim() const { return num_heads * head_dim; }
@@ -117,8 +137,8 @@ struct ModelConfig {
   // Parameter count by formula (equals the built model's count; tests check it).
   int64_t num_parameters() const;
 
-  // config.json (Hugging Face): fla's names, model_type gated_deltanet. from_hf_json refuses,
-  // naming the field, every fla field whose value gdn would not compute as fla does.
+  // config.json (Hugging Face): fla's names, model_type gated_deltanet or kda. from_hf_json
+  // refuses, naming the field, every fla field whose value gdn would not compute as fla does.
   nlohmann::json to_hf_json() const;
   static ModelConfig from_hf_json(const nlohmann::json& j);
 };

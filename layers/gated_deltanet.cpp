@@ -3,7 +3,7 @@
 // clamped at 1e-4, norm weights 1.
 #include "layers/gated_deltanet.h"
 
-#include <cmath>
+#include "layers/delta_rule_parts.h"
 
 namespace gdn::nn {
 
@@ -26,27 +26,9 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
   a_proj = register_module("a_proj", std::make_shared<Linear>(d, hv, false, ctx));
   b_proj = register_module("b_proj", std::make_shared<Linear>(d, hv, false, ctx));
 
-  // A_log = log(A), A ~ U(0, 16)
-  A_log = new_parameter({hv}, ctx);
-  {
-    Tensor a = ops::rand({hv}, DType::float64, Device::cpu(), ctx.gen);
-    std::vector<double> v = a.to_vector();
-    for (double& x : v) x = std::log(std::max(16.0 * x, 1e-30));
-    ops::copy_(A_log, ops::from_vector(v, {hv}, DType::float64));
-  }
+  A_log = init_a_log(hv, 0.0, 16.0, ctx);
   register_parameter("A_log", &A_log);
-  // dt_bias = dt + log(-expm1(-dt)) = softplus^-1(dt)
-  dt_bias = new_parameter({hv}, ctx);
-  {
-    Tensor u = ops::rand({hv}, DType::float64, Device::cpu(), ctx.gen);
-    std::vector<double> v = u.to_vector();
-    for (double& x : v) {
-      double dt = std::exp(x * (std::log(0.1) - std::log(0.001)) + std::log(0.001));
-      dt = std::max(dt, 1e-4);
-      x = dt + std::log(-std::expm1(-dt));
-    }
-    ops::copy_(dt_bias, ops::from_vector(v, {hv}, DType::float64));
-  }
+  dt_bias = init_dt_bias(hv, ctx);
   register_parameter("dt_bias", &dt_bias);
 
   if (cfg.use_short_conv) {
@@ -68,22 +50,6 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx)
   }
   o_proj = register_module("o_proj", std::make_shared<Linear>(vd, d, false, ctx));
 }
-
-namespace {
-
-// Short conv over [tail ; x] when a tail (the previous W-1 inputs) is carried.
-Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, const CuSeqlens& cu, Tensor* tail) {
-  if (!tail) return conv.forward(x, cu);
-  const int64_t w = conv.weight.size(2), T = x.size(1);
-  Tensor prev =
-      tail->defined() ? *tail : ops::zeros({x.size(0), w - 1, x.size(2)}, x.dtype(), x.device());
-  Tensor full = ops::concat({prev, x}, 1);
-  Tensor y = ops::slice(conv.forward(full), 1, w - 1, w - 1 + T);
-  *tail = ops::contiguous(ops::slice(full, 1, full.size(1) - (w - 1), full.size(1)));
-  return y;
-}
-
-}  // namespace
 
 Tensor GatedDeltaNet::run(const Tensor& x, const CuSeqlens& cu, GatedDeltaNetState* state) const {
   ModuleScope scope(*this);

@@ -7,6 +7,7 @@
 
 #include "layers/attention.h"
 #include "layers/gated_deltanet.h"
+#include "layers/kimi_delta_attention.h"
 #include "layers/model.h"
 #include "layers/short_conv.h"
 #include "src/ops/gated_delta_rule.h"
@@ -75,6 +76,24 @@ GradcheckReport check_gdn_layer(const std::string& what, ModelConfig c, uint64_t
       [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
 }
 
+// The Kimi Delta Attention mixer of a tiny kda config (kernel and options from `edit`) on
+// x [1, 19, 8]; cu_seqlens empty: one sequence, else packed sequences over the 19 positions.
+GradcheckReport check_kda_layer(const std::string& what, uint64_t seed,
+                                const std::function<void(ModelConfig&)>& edit,
+                                const CuSeqlens& cu = {}) {
+  ModelConfig c = tiny_config();
+  c.model_type = ModelType::kda;
+  c.expand_v = 1.0;
+  edit(c);
+  Generator g(seed);
+  KimiDeltaAttention layer(c, fp64_ctx(&g, c.initializer_range));
+  ops::normal_(layer.g_proj->up->bias, 0.0, 0.3, &g);  // away from its init of 0
+  Tensor x = input({1, 19, c.hidden_size}, g);
+  return check_module(
+      what, layer, {x}, {"x"},
+      [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
+}
+
 // The softmax attention mixer of `a` (its layers set here) on x [1, 11, 8]; cu_seqlens empty: one
 // sequence, else packed sequences over the 11 positions.
 GradcheckReport check_attention_layer(const std::string& what, AttentionConfig a, uint64_t seed,
@@ -106,9 +125,11 @@ AttentionConfig attention_config(int64_t heads, int64_t kv_heads, int64_t window
 // attention layers (a hybrid model).
 GradcheckReport check_causal_lm(const std::string& what, int64_t layers, bool tied,
                                 Checkpointing checkpointing, int64_t seq, uint64_t seed,
-                                const std::vector<AttentionConfig>& attn = {}) {
+                                const std::vector<AttentionConfig>& attn = {},
+                                ModelType type = ModelType::gated_deltanet) {
   Generator g(seed);
   ModelConfig c = tiny_config();
+  c.model_type = type;
   c.num_hidden_layers = layers;
   c.tie_word_embeddings = tied;
   c.attn = attn;
@@ -228,6 +249,30 @@ const std::map<std::string, LayerCheck>& registry() {
          c.output_gate_activation = GateActivation::sigmoid;
          return check_gdn_layer("layer gated_deltanet (sigmoid output gate)", c, s);
        }},
+      {"kimi_delta_attention_recurrent",
+       [](uint64_t s) {
+         return check_kda_layer("layer kimi_delta_attention (recurrent)", s,
+                                [](ModelConfig& c) { c.kernel = gdr::Impl::recurrent; });
+       }},
+      {"kimi_delta_attention_chunked",
+       [](uint64_t s) {
+         return check_kda_layer("layer kimi_delta_attention (chunked)", s, [](ModelConfig&) {});
+       }},
+      {"kimi_delta_attention_packed",
+       [](uint64_t s) {
+         return check_kda_layer("layer kimi_delta_attention (packed cu_seqlens)", s,
+                                [](ModelConfig&) {}, {0, 2, 3, 11, 19});
+       }},
+      {"kimi_delta_attention_gva_bound",
+       [](uint64_t s) {
+         return check_kda_layer("layer kimi_delta_attention (GVA, lower_bound, neg. eigval)", s,
+                                [](ModelConfig& c) {
+                                  c.num_v_heads = 4;
+                                  c.lower_bound = -5.0;
+                                  c.allow_neg_eigval = true;
+                                  c.use_short_conv = false;
+                                });
+       }},
       {"attention",
        [](uint64_t s) {
          return check_attention_layer("layer attention", attention_config(2, 0, 0, false), s);
@@ -280,6 +325,13 @@ const std::map<std::string, LayerCheck>& registry() {
          a.layers = {0};
          return check_causal_lm("layer causal_lm (hybrid, checkpoint kernel)", 2, false,
                                 Checkpointing::kernel, 7, s, {a});
+       }},
+      {"causal_lm_kda_hybrid",
+       [](uint64_t s) {
+         AttentionConfig a = attention_config(2, 1, 0, false);
+         a.layers = {1};
+         return check_causal_lm("layer causal_lm (kda hybrid: layer 1 attention)", 2, false,
+                                Checkpointing::none, 7, s, {a}, ModelType::kda);
        }},
       {"causal_lm_tied",
        [](uint64_t s) {

@@ -1,8 +1,9 @@
 // Token mixers as registered layer types. A block is pre-norm attention-then-MLP, and its
 // "attention" (fla names it `attn` whatever it is) is a TokenMixer: the Gated DeltaNet layer is one
-// entry of the table below, softmax attention another. Each entry claims its layers from the
-// config (claimed_layers: attention the layers of the `attn` spec); the one entry that claims none
-// (the model's own mixer, Gated DeltaNet) takes every other layer. A mixer is added in its own
+// entry of the table below, Kimi Delta Attention and softmax attention others. Each entry claims
+// its layers from the config (claimed_layers: attention the layers of the `attn` spec); an entry
+// that claims none is the own mixer of a model_type (gated_deltanet: Gated DeltaNet; kda: Kimi
+// Delta Attention) and takes every other layer of such a model. A mixer is added in its own
 // files plus one line in token_mixer.cpp, without touching the model, the block, checkpoint
 // naming (parameters stay under model.layers.N.attn.*), the size check (which counts each
 // entry's claimed layers) or the memory profile (which reads each entry's kernel ops).
@@ -41,8 +42,10 @@ class TokenMixer : public Module {
 struct TokenMixerType {
   const char* name;  // "gated_deltanet"
   // The layers this mixer takes, from the config (e.g. attention: the layers of model.attn);
-  // null for the model's own mixer, which takes every layer no other entry claims.
+  // null for a model's own mixer, which takes every layer no other entry claims.
   std::vector<int64_t> (*claimed_layers)(const ModelConfig& cfg);
+  // The model_type whose own mixer this is (with claimed_layers null).
+  ModelType own_of;
   // Layer `layer` of the model (a mixer may read per-layer settings, e.g. its `attn` entry).
   std::shared_ptr<TokenMixer> (*make)(const ModelConfig& cfg, int64_t layer,
                                       const InitContext& ctx);
@@ -61,8 +64,8 @@ const std::vector<TokenMixerType>& token_mixer_types();
 const TokenMixerType& find_token_mixer(const std::string& name);
 // The mixer type of layer `layer` of a model: the entry that claims it, else the model's own.
 const TokenMixerType& token_mixer_of(const ModelConfig& cfg, int64_t layer);
-// The model's own mixer: the entry that claims no layers of its own.
-const TokenMixerType& default_token_mixer();
+// The model's own mixer: the entry of its model_type that claims no layers of its own.
+const TokenMixerType& default_token_mixer(const ModelConfig& cfg);
 // Whether autograd op `op` is some mixer's kernel.
 bool is_mixer_kernel_op(const std::string& op);
 

@@ -111,18 +111,23 @@ TEST(TokenMixers, TheModelBuildsEachLayerFromTheTable) {
   EXPECT_TRUE(nn::is_mixer_kernel_op("gated_delta_rule"));
   EXPECT_FALSE(nn::is_mixer_kernel_op("rms_norm"));
   const std::string e = error_of([] { nn::find_token_mixer("mamba"); });
-  EXPECT_NE(e.find("unknown token mixer 'mamba' (known: gated_deltanet, attention)"),
+  EXPECT_NE(e.find("unknown token mixer 'mamba' (known: gated_deltanet, kimi_delta_attention, attention)"),
             std::string::npos)
       << e;
 }
 
-// Each mixer claims its layers from the config; exactly one (the model's own) claims none and
-// takes the rest.
+// Each mixer claims its layers from the config; exactly one per model_type (the model's own)
+// claims none and takes the rest.
 TEST(TokenMixers, MixersClaimTheirLayersAndOneTakesTheRest) {
-  int defaults = 0;
-  for (const nn::TokenMixerType& t : nn::token_mixer_types()) defaults += t.claimed_layers ? 0 : 1;
-  EXPECT_EQ(defaults, 1);
-  EXPECT_STREQ(nn::default_token_mixer().name, "gated_deltanet");
+  for (nn::ModelType type : {nn::ModelType::gated_deltanet, nn::ModelType::kda}) {
+    int own = 0;
+    for (const nn::TokenMixerType& t : nn::token_mixer_types())
+      own += !t.claimed_layers && t.own_of == type ? 1 : 0;
+    EXPECT_EQ(own, 1) << enum_name(type);
+  }
+  EXPECT_STREQ(nn::default_token_mixer(nn::ModelConfig{}).name, "gated_deltanet");
+  EXPECT_STREQ(nn::default_token_mixer(nn::ModelConfig::kda_defaults()).name,
+               "kimi_delta_attention");
   nn::ModelConfig c;
   c.num_hidden_layers = 6;
   nn::AttentionConfig a;

@@ -142,6 +142,19 @@ void ConfigBinder::bind_nullable(const std::string& path, int64_t* p) {
                    [p] { return *p ? YAML::Node(*p) : YAML::Node(YAML::NodeType::Null); }};
 }
 
+void ConfigBinder::bind_nullable(const std::string& path, std::optional<double>* p) {
+  fields_[path] = {[p, path](const YAML::Node& n, const std::string& where) {
+                     const bool null = n.IsNull() || (n.IsScalar() &&
+                                                      (n.Scalar() == "null" || n.Scalar() == "~"));
+                     if (null) {
+                       p->reset();
+                     } else {
+                       *p = scalar_as<double>(n, path, where, "a number or null");
+                     }
+                   },
+                   [p] { return *p ? YAML::Node(**p) : YAML::Node(YAML::NodeType::Null); }};
+}
+
 void ConfigBinder::bind_node(const std::string& path,
                              std::function<void(const YAML::Node&, const std::string&)> set,
                              std::function<YAML::Node()> get) {

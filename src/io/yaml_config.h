@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kernels/enum_table.h"
 
@@ -29,6 +30,8 @@ class ConfigBinder {
   void bind(const std::string& path, std::vector<std::string>* p);
   // An integer that may be null (`null` / `~`), stored as 0 (fla's "None": derive it).
   void bind_nullable(const std::string& path, int64_t* p);
+  // A number that may be null, stored as nullopt (fla's None).
+  void bind_nullable(const std::string& path, std::optional<double>* p);
   // An enum by the names of its table (kernels/enum_table.h); a wrong name is an error that
   // lists the choices.
   template <typename E>

@@ -60,6 +60,7 @@ void read_yaml_attention(const AttnSource& attn, nn::ModelConfig& c, const std::
 }
 
 void bind_model(io::ConfigBinder& b, nn::ModelConfig& c, AttnSource* attn) {
+  b.bind_enum("model.model_type", &c.model_type);
   b.bind("model.hidden_size", &c.hidden_size);
   b.bind("model.num_hidden_layers", &c.num_hidden_layers);
   b.bind("model.num_heads", &c.num_heads);
@@ -71,6 +72,8 @@ void bind_model(io::ConfigBinder& b, nn::ModelConfig& c, AttnSource* attn) {
   b.bind("model.use_gate", &c.use_gate);
   b.bind_enum("model.output_gate_activation", &c.output_gate_activation);
   b.bind("model.allow_neg_eigval", &c.allow_neg_eigval);
+  b.bind("model.safe_gate", &c.safe_gate);
+  b.bind_nullable("model.lower_bound", &c.lower_bound);
   b.bind("model.hidden_ratio", &c.hidden_ratio);
   b.bind_nullable("model.intermediate_size", &c.intermediate_size);
   b.bind("model.hidden_act", &c.hidden_act);
@@ -180,6 +183,12 @@ RunConfig bind_document(YAML::Node root, const std::string& source,
     b.check_set_key(o);
     io::apply_override(root, o);
     from_set[o.substr(0, o.find('='))] = o;
+  }
+  // A kda model starts from KDAConfig's defaults, as fla's does; the keys given go over them.
+  if (const YAML::Node model = yaml["model"]; model && model.IsMap()) {
+    const YAML::Node type = model["model_type"];
+    if (type && type.IsScalar() && type.Scalar() == "kda")
+      c.model = nn::ModelConfig::kda_defaults();
   }
   b.apply(root, source, from_set);
   read_yaml_attention(attn, c.model, source, from_set);

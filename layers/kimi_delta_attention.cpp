@@ -1,0 +1,155 @@
+// Kimi Delta Attention layer. Init as fla: projections and convs N(0, initializer_range), biases
+// 0, A_log = log(U(1, 16)) (0 with safe_gate), dt_bias = softplus^-1(dt) with dt log-uniform in
+// [1e-3, 0.1] clamped at 1e-4, norm weights 1.
+#include "layers/kimi_delta_attention.h"
+
+#include "layers/delta_rule_parts.h"
+#include "src/ops/ops.h"
+
+namespace gdn::nn {
+
+LowRankLinear::LowRankLinear(int64_t in, int64_t rank, int64_t out, bool out_bias,
+                             const InitContext& ctx) {
+  down = register_module("0", std::make_shared<Linear>(in, rank, false, ctx));
+  up = register_module("1", std::make_shared<Linear>(rank, out, out_bias, ctx));
+}
+
+Tensor LowRankLinear::forward(const Tensor& x) const {
+  return up->forward(down->forward(x));
+}
+
+KimiDeltaAttention::KimiDeltaAttention(const ModelConfig& cfg, const InitContext& ctx)
+    : hidden_size_(cfg.hidden_size),
+      num_heads_(cfg.num_heads),
+      num_v_heads_(cfg.v_heads()),
+      head_k_dim_(cfg.head_dim),
+      head_v_dim_(cfg.head_v_dim()),
+      allow_neg_eigval_(cfg.allow_neg_eigval),
+      lower_bound_(cfg.lower_bound) {
+  kernel_.impl = cfg.kernel == gdr::Impl::recurrent ? kda::Impl::recurrent : kda::Impl::chunked;
+  kernel_.chunk_size = int(cfg.chunk_size);
+  const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), hv = cfg.v_heads();
+  const int64_t gate_dim = hv * cfg.head_dim;  // a decay per value head and key channel
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(d, vd, false, ctx));
+  if (cfg.use_short_conv) {
+    q_conv1d = register_module(
+        "q_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+    k_conv1d = register_module(
+        "k_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+    v_conv1d = register_module(
+        "v_conv1d", std::make_shared<ShortConv>(vd, cfg.conv_size, ctx, cfg.conv1d_impl));
+  }
+  f_proj = register_module(
+      "f_proj", std::make_shared<LowRankLinear>(d, cfg.head_v_dim(), gate_dim, false, ctx));
+  b_proj = register_module("b_proj", std::make_shared<Linear>(d, hv, false, ctx));
+  A_log = cfg.safe_gate ? new_parameter({hv}, ctx) : init_a_log(hv, 1.0, 16.0, ctx);
+  if (cfg.safe_gate) ops::copy_(A_log, ops::zeros({hv}, DType::float64));
+  register_parameter("A_log", &A_log);
+  dt_bias = init_dt_bias(gate_dim, ctx);
+  register_parameter("dt_bias", &dt_bias);
+  g_proj = register_module("g_proj",
+                           std::make_shared<LowRankLinear>(d, cfg.head_v_dim(), vd, true, ctx));
+  o_norm = register_module("o_norm", std::make_shared<GatedRMSNorm>(cfg.head_v_dim(), cfg.norm_eps,
+                                                                    ctx, GateActivation::sigmoid));
+  o_proj = register_module("o_proj", std::make_shared<Linear>(vd, d, false, ctx));
+}
+
+// In the parameters' dtype (fp32: the decay is sensitive to rounding), then the activations'.
+Tensor KimiDeltaAttention::decay(const Tensor& f) const {
+  const int64_t B = f.size(0), T = f.size(1), HV = num_v_heads_, K = head_k_dim_;
+  Tensor z = ops::add(ops::reshape(ops::cast(f, A_log.dtype()), {B, T, HV, K}),
+                      ops::reshape(dt_bias, {HV, K}));
+  Tensor a = ops::exp(ops::reshape(A_log, {HV, 1}));
+  Tensor g = lower_bound_ ? ops::mul(ops::sigmoid(ops::mul(a, z)), *lower_bound_)
+                          : ops::mul(ops::neg(a), ops::softplus(z));
+  return ops::cast(g, f.dtype());
+}
+
+Tensor KimiDeltaAttention::run(const Tensor& x, const CuSeqlens& cu,
+                               KimiDeltaAttentionState* state) const {
+  ModuleScope scope(*this);
+  GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, "KimiDeltaAttention: input ",
+            shape_str(x.shape()), " must be [B, T, ", hidden_size_, "]");
+  const int64_t B = x.size(0), T = x.size(1), H = num_heads_, HV = num_v_heads_;
+  const int64_t K = head_k_dim_, V = head_v_dim_;
+  Tensor q = q_proj->forward(x), k = k_proj->forward(x), v = v_proj->forward(x);
+  if (q_conv1d) {
+    q = conv_with_tail(*q_conv1d, q, cu, state ? &state->conv_q : nullptr);
+    k = conv_with_tail(*k_conv1d, k, cu, state ? &state->conv_k : nullptr);
+    v = conv_with_tail(*v_conv1d, v, cu, state ? &state->conv_v : nullptr);
+  } else {
+    q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
+  }
+  q = ops::l2_norm(ops::reshape(q, {B, T, H, K}), 1e-6);
+  k = ops::l2_norm(ops::reshape(k, {B, T, H, K}), 1e-6);
+  v = ops::reshape(v, {B, T, HV, V});
+  Tensor beta = ops::sigmoid(b_proj->forward(x));
+  if (allow_neg_eigval_) beta = ops::mul(beta, 2.0);
+  Tensor g = decay(f_proj->forward(x));
+
+  ops::KdaOptions opt = kernel_;
+  opt.cu_seqlens = cu;
+  Tensor h0;
+  if (state) {
+    opt.impl = kda::Impl::recurrent;  // generation: one step at a time
+    opt.output_final_state = true;
+    h0 = state->ssm;
+  }
+  auto r = ops::kimi_delta_rule(q, k, v, g, beta, opt, h0);
+  if (state) state->ssm = r.ht.detach();
+
+  Tensor o = o_norm->forward(r.o, ops::view(g_proj->forward(x), {B, T, HV, V}));
+  return o_proj->forward(ops::reshape(o, {B, T, HV * V}));
+}
+
+Tensor KimiDeltaAttention::forward(const Tensor& x, const CuSeqlens& cu_seqlens) const {
+  return run(x, cu_seqlens, nullptr);
+}
+
+Tensor KimiDeltaAttention::forward_with_state(const Tensor& x, LayerState& state) const {
+  if (!state) state = std::make_unique<KimiDeltaAttentionState>();
+  auto* own = dynamic_cast<KimiDeltaAttentionState*>(state.get());
+  GDN_CHECK(own, "KimiDeltaAttention '", name(),
+            "': the generation state belongs to another mixer");
+  return run(x, {}, own);
+}
+
+std::shared_ptr<TokenMixer> make_kimi_delta_attention(const ModelConfig& cfg, int64_t /*layer*/,
+                                                      const InitContext& ctx) {
+  return std::make_shared<KimiDeltaAttention>(cfg, ctx);
+}
+
+int64_t kimi_delta_attention_num_parameters(const ModelConfig& c, int64_t /*layer*/) {
+  const int64_t d = c.hidden_size, kd = c.key_dim(), vd = c.value_dim(), hv = c.v_heads();
+  const int64_t r = c.head_v_dim(), gate_dim = hv * c.head_dim;
+  int64_t n = d * kd * 2 + d * vd + d * hv;  // q k v b projections
+  if (c.use_short_conv) n += c.conv_size * (2 * kd + vd);
+  n += d * r + r * gate_dim;  // f_proj
+  n += hv + gate_dim;         // A_log, dt_bias
+  n += d * r + r * vd + vd;   // g_proj (its second layer has a bias)
+  n += c.head_v_dim();        // o_norm
+  n += vd * d;                // o_proj
+  return n;
+}
+
+// Matmuls: 2 FLOPs per weight per token forward, twice that backward; plus the kernel's own
+// count (docs/design.md, "Kimi Delta Attention kernels").
+double kimi_delta_attention_train_flops_per_token(const ModelConfig& c, int64_t /*layer*/,
+                                                  int64_t seq_len) {
+  const double d = double(c.hidden_size), kd = double(c.key_dim()), vd = double(c.value_dim());
+  const double hv = double(c.v_heads()), r = double(c.head_v_dim());
+  const double gate_dim = hv * double(c.head_dim);
+  const double linear = d * (2 * kd + vd + hv) + vd * d + d * r + r * gate_dim + d * r + r * vd;
+  kda::Problem p;
+  p.T = seq_len;
+  p.H = c.num_heads;
+  p.HV = c.v_heads();
+  p.K = c.head_dim;
+  p.V = c.head_v_dim();
+  p.chunk = int(c.chunk_size);
+  return 6.0 * linear + (kda::forward_flops(p) + kda::backward_flops(p)) / double(seq_len);
+}
+
+}  // namespace gdn::nn
