@@ -8,6 +8,9 @@
 #              (scripts/torch_attention.py); T default 2048 4096
 #   gdr        `gdn bench --impls fused` against the chunked gated delta rule in torch ops
 #              (scripts/torch_gdr_cpu.py); T default 2048 16384
+#   kda        `gdn bench --op kda --impls chunked` against fla 0.6.0's naive_chunk_kda in torch
+#              ops (scripts/torch_kda_cpu.py; PYTHON defaults to .venv-fla's, which has fla); T
+#              default 2048
 # Each PyTorch run has a time limit (TORCH_LIMIT_S, default 300): torch.compile unrolls the gdr's
 # loop over chunks and at T16384 compiles for over 10 minutes; a timed-out row says so.
 # Usage: scripts/bench_kernel_cpu.sh KIND [GDN] [OUT_DIR] [ROUNDS] [T ...]
@@ -15,12 +18,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?"KIND: attention or gdr"}
 shift
+gdn_args=""
 case $kind in
   attention) impl=attention peer=scripts/torch_attention.py peer_args="--impl sdpa"
     peer_name=torch_sdpa default_seqs="2048 4096" ;;
   gdr) impl=fused peer=scripts/torch_gdr_cpu.py peer_args="" peer_name=torch_chunked
     default_seqs="2048 16384" ;;
-  *) echo "bench_kernel_cpu: KIND must be attention or gdr, got '$kind'" >&2; exit 2 ;;
+  kda) impl=chunked gdn_args="--op kda" peer=scripts/torch_kda_cpu.py peer_args=""
+    peer_name=torch_naive_chunk_kda default_seqs="2048"
+    [ -x .venv-fla/bin/python ] && PYTHON=${PYTHON:-.venv-fla/bin/python} ;;
+  *) echo "bench_kernel_cpu: KIND must be attention, gdr or kda, got '$kind'" >&2; exit 2 ;;
 esac
 gdn=${1:-build/gdn} out=${2:-runs/bench-$kind-cpu} rounds=${3:-2}
 shift $(($# < 3 ? $# : 3))
@@ -32,7 +39,8 @@ mkdir -p "$out"
 rm -f "$out"/*.json
 for T in $seqs; do
   for round in $(seq 1 "$rounds"); do
-    "$gdn" bench --impls "$impl" --modes fwd_bwd --batch 1 --heads 4 --seq "$T" --dims 64 \
+    # shellcheck disable=SC2086
+    "$gdn" bench $gdn_args --impls "$impl" --modes fwd_bwd --batch 1 --heads 4 --seq "$T" --dims 64 \
       --dtypes float32 --repeats 5 --no-reference --out "$out/gdn-T$T-$round.json" >/dev/null 2>&1
     for mode in eager compile; do
       flag=$([ $mode = compile ] && echo --compile || true)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "layers/model.h"
 #include "layers/token_mixer.h"
 #include "src/ops/ops.h"
+#include "src/train/memory_profile.h"
 #include "src/train/run_config.h"
 #include "tests/test_helpers.h"
 #include "tests/test_util.h"
@@ -301,6 +303,21 @@ TEST(KdaModel, GateFormsComputeWhatTheySay) {
           }
         }
   }
+}
+
+// configs/kda-340m-8k.yaml: a ~350M KDA model whose training step at T = 8192 fits a 24 GiB card
+// with the 1 GiB allowance (one step on the meta device, the trainer's own code).
+TEST(KdaConfigs, Kda340mAt8kFits24GiB) {
+  const std::string path =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs" / "kda-340m-8k.yaml")
+          .string();
+  const train::RunConfig c = train::load_run_config(path);
+  EXPECT_TRUE(c.model.is_kda());
+  EXPECT_GT(c.model.num_parameters(), 340'000'000);
+  EXPECT_LT(c.model.num_parameters(), 360'000'000);
+  const train::MemoryProfile p = train::profile_training_step(c, "meta", 1, 8192);
+  const int64_t gib = int64_t(1) << 30;
+  EXPECT_LE(p.peak_bytes + gib, 24 * gib) << p.peak_bytes;
 }
 
 }  // namespace

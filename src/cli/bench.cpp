@@ -25,6 +25,7 @@
 
 #include "src/autograd/node.h"
 #include "src/cli/bench_attention.h"
+#include "src/cli/bench_kda.h"
 #include "src/cli/bench_util.h"
 #include "src/cli/commands.h"
 #include "src/cli/flag_checks.h"
@@ -45,6 +46,7 @@ using nlohmann::json;
 constexpr int kRowsFailed = 2;
 
 struct BenchArgs {
+  std::vector<std::string> ops{"gdr"};  // --op: gdr (and attention), kda, or both
   std::vector<std::string> impls{"recurrent", "chunked", "fused", "ssd"};
   std::vector<std::string> modes{"fwd", "fwd_bwd"};
   std::vector<std::string> dtypes{"float32"};
@@ -523,37 +525,96 @@ class AttentionRows : public RowFamily {
   bool beside_gdr_;
 };
 
-// The families of --impls, in the order gdr then attention; an unknown name fails before any
-// work, naming every known one.
+// Kimi Delta Attention (--op kda): its implementations at the case's shape. The rows of a case
+// share their inputs and the fp64 reference.
+class KdaRows : public RowFamily {
+ public:
+  KdaRows(std::vector<const kda::Implementation*> impls, const BenchArgs& a)
+      : impls_(std::move(impls)), a_(a) {}
+  size_t rows_per_case() const override { return impls_.size() * a_.modes.size(); }
+
+  void run(const Case& c, Sweep& s) override {
+    const KdaCase kc{c.B, c.H, c.T, c.D, c.dtype, c.chunk, c.cu_seqlens};
+    const bool any_fwd_bwd =
+        std::find(a_.modes.begin(), a_.modes.end(), "fwd_bwd") != a_.modes.end();
+    std::unique_ptr<KdaInputs> in;
+    if (s.no_device.empty()) {
+      s.progress("kda inputs and fp64 reference", c, "");
+      in = std::make_unique<KdaInputs>(kda_inputs(kc, a_.no_reference ? ""
+                                                      : any_fwd_bwd   ? "fwd_bwd"
+                                                                      : "fwd"));
+    }
+    for (const kda::Implementation* impl : impls_)
+      for (const auto& mode : a_.modes) {
+        ++s.done;
+        const std::string name = std::string("kda_") + impl->name;
+        s.progress(name + " " + mode, c,
+                   std::string(dtype_name(c.dtype)) + " C=" + std::to_string(c.chunk));
+        json r;
+        try {
+          if (!s.no_device.empty()) throw std::runtime_error(s.no_device);
+          r = run_kda_case(kc, *impl, mode, s.dev, a_.repeats, a_.min_sample_ms, s.peak, *in);
+          s.relate_to_unpacked(c, name, mode, TimedCall{}, r);
+        } catch (const std::exception& e) {
+          r = kda_row(kc, *impl, mode);
+          r["error"] = e.what();
+        }
+        s.add(r);
+      }
+  }
+
+ private:
+  std::vector<const kda::Implementation*> impls_;
+  const BenchArgs& a_;
+};
+
+// The families of --op and --impls, in the order gdr, attention, kda. Each --impls name goes to
+// every selected op whose table has it (recurrent and chunked are both gdr's and kda's); a name
+// no selected op knows fails before any work, naming every known one.
 std::vector<std::unique_ptr<RowFamily>> row_families(const BenchArgs& a, Device dev) {
+  const auto selected = [&](const char* op) {
+    return std::find(a.ops.begin(), a.ops.end(), op) != a.ops.end();
+  };
+  for (const auto& op : a.ops)
+    GDN_CHECK(op == "gdr" || op == "kda", "--op ", op, ": unknown (known: gdr, kda)");
+  const bool gdr_op = selected("gdr"), kda_op = selected("kda");
+  const bool explicit_impls = a.impls != BenchArgs{}.impls;
   std::vector<const gdr::Implementation*> impls;
   std::vector<AttentionKernel> attention_kernels;
+  std::vector<const kda::Implementation*> kda_impls;
   for (const auto& name : a.impls) {
-    if (is_attention_impl(name)) {
+    bool known = false;
+    if (gdr_op && is_attention_impl(name)) {
       attention_kernels.push_back(parse_attention_impl(name, dev));
       continue;
     }
-    try {
-      impls.push_back(&gdr::find_implementation(name));
-    } catch (const std::invalid_argument&) {
-      GDN_FAIL("--impls ", name, ": unknown (known: ", gdr::implementation_names(),
-               ", attention, and on CUDA attention_flash, attention_cudnn)");
-    }
+    for (const gdr::Implementation& i : gdr::implementations())
+      if (gdr_op && name == i.name) impls.push_back(&i), known = true;
+    for (const kda::Implementation& i : kda::implementations())
+      if (kda_op && name == i.name) kda_impls.push_back(&i), known = true;
+    // The default list names gdr's implementations; kda takes those it has.
+    GDN_CHECK(known || (!explicit_impls && !gdr_op), "--impls ", name, ": unknown (known: ",
+              gdr_op ? gdr::implementation_names() +
+                           ", attention, and on CUDA attention_flash, attention_cudnn"
+                     : "",
+              gdr_op && kda_op ? "; " : "", kda_op ? "kda: " + kda::implementation_names() : "",
+              ")");
   }
   std::vector<std::unique_ptr<RowFamily>> families;
   const bool with_gdr = !impls.empty();
   if (with_gdr) families.push_back(std::make_unique<GdrRows>(std::move(impls), a));
   if (!attention_kernels.empty())
     families.push_back(std::make_unique<AttentionRows>(std::move(attention_kernels), a, with_gdr));
+  if (!kda_impls.empty()) families.push_back(std::make_unique<KdaRows>(std::move(kda_impls), a));
   return families;
 }
 
 // The sweep's configuration, as the JSON's "config" records it.
 json config_of(const BenchArgs& a, Device dev, bool attention) {
-  json config = {{"device", dev.str()}, {"batch", a.batch}, {"heads", a.heads},
-                 {"seq_lens", a.seqs},  {"dims", a.dims},   {"dtypes", a.dtypes},
-                 {"impls", a.impls},    {"modes", a.modes}, {"chunk_sizes", a.chunks},
-                 {"repeats", a.repeats}};
+  json config = {{"device", dev.str()},     {"ops", a.ops},        {"batch", a.batch},
+                 {"heads", a.heads},        {"seq_lens", a.seqs},  {"dims", a.dims},
+                 {"dtypes", a.dtypes},      {"impls", a.impls},    {"modes", a.modes},
+                 {"chunk_sizes", a.chunks}, {"repeats", a.repeats}};
   if (!a.docs.empty()) config["docs"] = a.docs;
   if (!a.doc_lens.empty()) config["doc_lens"] = a.doc_lens;
   if (attention) config["windows"] = a.windows;
@@ -623,6 +684,12 @@ void add_bench_command(CLI::App& app) {
                   gdr::implementation_names() +
                       ",attention (the device's choice); on CUDA also attention_flash (our "
                       "kernel), attention_cudnn (cuDNN's fused attention, bf16)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--op", a->ops,
+                  "gdr (the gated delta rule, and attention rows), kda (Kimi Delta Attention: "
+                  "rows kda_<impl> of --impls " +
+                      kda::implementation_names() + "), or gdr,kda: both in one sweep")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "fwd,fwd_bwd")->delimiter(',')->capture_default_str();
