@@ -27,6 +27,10 @@ Tensor init_dt_bias(int64_t n, const InitContext& ctx) {
   return dt_bias;
 }
 
+namespace {
+
+// conv(x) for x [B, T, C]; with a tail (the previous W - 1 inputs, zeros at first) the conv runs
+// over [tail ; x] and the tail becomes the last W - 1 inputs.
 Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, const CuSeqlens& cu, Tensor* tail) {
   if (!tail) return conv.forward(x, cu);
   const int64_t w = conv.weight.size(2), T = x.size(1);
@@ -36,6 +40,28 @@ Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, const CuSeqlens& c
   Tensor y = ops::slice(conv.forward(full), 1, w - 1, w - 1 + T);
   *tail = ops::contiguous(ops::slice(full, 1, full.size(1) - (w - 1), full.size(1)));
   return y;
+}
+
+}  // namespace
+
+DeltaRuleInputs delta_rule_inputs(const DeltaRuleProjections& p, const Tensor& x,
+                                  const CuSeqlens& cu, DeltaRuleState* state) {
+  const int64_t B = x.size(0), T = x.size(1);
+  Tensor q = p.q->forward(x), k = p.k->forward(x), v = p.v->forward(x);
+  if (p.q_conv) {
+    q = conv_with_tail(*p.q_conv, q, cu, state ? &state->conv_q : nullptr);
+    k = conv_with_tail(*p.k_conv, k, cu, state ? &state->conv_k : nullptr);
+    v = conv_with_tail(*p.v_conv, v, cu, state ? &state->conv_v : nullptr);
+  } else {
+    q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
+  }
+  DeltaRuleInputs in;
+  in.q = ops::l2_norm(ops::reshape(q, {B, T, p.H, p.K}), 1e-6);
+  in.k = ops::l2_norm(ops::reshape(k, {B, T, p.H, p.K}), 1e-6);
+  in.v = ops::reshape(v, {B, T, p.HV, p.V});
+  in.beta = ops::sigmoid(p.b->forward(x));
+  if (p.allow_neg_eigval) in.beta = ops::mul(in.beta, 2.0);
+  return in;
 }
 
 }  // namespace gdn::nn

@@ -10,6 +10,7 @@
 // each boundary (fla passes cu_seqlens to ShortConvolution and chunk_gated_delta_rule alike).
 // A token mixer (layers/token_mixer.h) named "gated_deltanet".
 #pragma once
+#include "layers/delta_rule_parts.h"
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "layers/short_conv.h"
@@ -19,10 +20,7 @@
 namespace gdn::nn {
 
 // Generation state of one layer: the delta-rule state and the short convs' last inputs.
-struct GatedDeltaNetState : MixerState {
-  Tensor ssm;                     // [B, HV, K, V] fp32
-  Tensor conv_q, conv_k, conv_v;  // last (W - 1) inputs of each short conv, [B, W-1, C]
-};
+struct GatedDeltaNetState : DeltaRuleState {};
 
 class GatedDeltaNet : public TokenMixer {
  public:
@@ -40,6 +38,7 @@ class GatedDeltaNet : public TokenMixer {
 
  private:
   Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, GatedDeltaNetState* state) const;
+  DeltaRuleProjections projections() const;
 
   int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
   bool allow_neg_eigval_;

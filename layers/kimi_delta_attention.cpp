@@ -67,26 +67,19 @@ Tensor KimiDeltaAttention::decay(const Tensor& f) const {
   return ops::cast(g, f.dtype());
 }
 
+DeltaRuleProjections KimiDeltaAttention::projections() const {
+  return {q_proj.get(),   k_proj.get(),   v_proj.get(),   b_proj.get(),
+          q_conv1d.get(), k_conv1d.get(), v_conv1d.get(), num_heads_,
+          num_v_heads_,   head_k_dim_,    head_v_dim_,    allow_neg_eigval_};
+}
+
 Tensor KimiDeltaAttention::run(const Tensor& x, const CuSeqlens& cu,
                                KimiDeltaAttentionState* state) const {
   ModuleScope scope(*this);
   GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, "KimiDeltaAttention: input ",
             shape_str(x.shape()), " must be [B, T, ", hidden_size_, "]");
-  const int64_t B = x.size(0), T = x.size(1), H = num_heads_, HV = num_v_heads_;
-  const int64_t K = head_k_dim_, V = head_v_dim_;
-  Tensor q = q_proj->forward(x), k = k_proj->forward(x), v = v_proj->forward(x);
-  if (q_conv1d) {
-    q = conv_with_tail(*q_conv1d, q, cu, state ? &state->conv_q : nullptr);
-    k = conv_with_tail(*k_conv1d, k, cu, state ? &state->conv_k : nullptr);
-    v = conv_with_tail(*v_conv1d, v, cu, state ? &state->conv_v : nullptr);
-  } else {
-    q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
-  }
-  q = ops::l2_norm(ops::reshape(q, {B, T, H, K}), 1e-6);
-  k = ops::l2_norm(ops::reshape(k, {B, T, H, K}), 1e-6);
-  v = ops::reshape(v, {B, T, HV, V});
-  Tensor beta = ops::sigmoid(b_proj->forward(x));
-  if (allow_neg_eigval_) beta = ops::mul(beta, 2.0);
+  const int64_t B = x.size(0), T = x.size(1), HV = num_v_heads_, V = head_v_dim_;
+  const auto [q, k, v, beta] = delta_rule_inputs(projections(), x, cu, state);
   Tensor g = decay(f_proj->forward(x));
 
   ops::KdaOptions opt = kernel_;

@@ -12,6 +12,7 @@
 // (packed sequences, B = 1) the short convs and the state restart at each boundary. A token mixer
 // (layers/token_mixer.h) named "kimi_delta_attention": the own mixer of model_type kda.
 #pragma once
+#include "layers/delta_rule_parts.h"
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "layers/short_conv.h"
@@ -21,10 +22,7 @@
 namespace gdn::nn {
 
 // Generation state of one layer: the delta-rule state and the short convs' last inputs.
-struct KimiDeltaAttentionState : MixerState {
-  Tensor ssm;                     // [B, HV, K, V] fp32
-  Tensor conv_q, conv_k, conv_v;  // last (W - 1) inputs of each short conv, [B, W-1, C]
-};
+struct KimiDeltaAttentionState : DeltaRuleState {};
 
 // fla's low-rank nn.Sequential of two Linear layers, named "0" and "1".
 class LowRankLinear : public Module {
@@ -52,6 +50,7 @@ class KimiDeltaAttention : public TokenMixer {
 
  private:
   Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, KimiDeltaAttentionState* state) const;
+  DeltaRuleProjections projections() const;
 
   int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
   bool allow_neg_eigval_;

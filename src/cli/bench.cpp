@@ -151,17 +151,7 @@ Reference reference(const CaseInputs& in, bool ssd, const Case& c) {
 // The fields that name a result row (also of a row that failed); packed rows add their number of
 // sequences and their lengths.
 json row_of(const std::string& impl, const std::string& mode, const Case& c) {
-  json r = {{"impl", impl},         {"mode", mode}, {"batch", c.B}, {"heads", c.H},
-            {"seq", c.T},           {"dk", c.D},    {"dv", c.D},    {"dtype", dtype_name(c.dtype)},
-            {"chunk_size", c.chunk}};
-  if (!c.cu_seqlens.empty()) {
-    std::vector<int64_t> lens;
-    for (size_t i = 1; i < c.cu_seqlens.size(); ++i)
-      lens.push_back(c.cu_seqlens[i] - c.cu_seqlens[i - 1]);
-    r["docs"] = int64_t(lens.size());
-    r["doc_lens"] = lens;
-  }
-  return r;
+  return kernel_row(impl, mode, c.B, c.H, c.T, c.D, dtype_name(c.dtype), c.chunk, c.cu_seqlens);
 }
 
 // A row's timed call (it holds its own inputs) and its calls per timed sample.

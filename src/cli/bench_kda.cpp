@@ -64,23 +64,9 @@ KdaInputs kda_inputs(const KdaCase& c, const std::string& reference) {
 }
 
 json kda_row(const KdaCase& c, const kda::Implementation& impl, const std::string& mode) {
-  json r = {{"impl", std::string("kda_") + impl.name},
-            {"op", "kda"},
-            {"mode", mode},
-            {"batch", c.B},
-            {"heads", c.H},
-            {"seq", c.T},
-            {"dk", c.D},
-            {"dv", c.D},
-            {"dtype", dtype_name(c.dtype)},
-            {"chunk_size", c.chunk}};
-  if (!c.cu_seqlens.empty()) {
-    std::vector<int64_t> lens;
-    for (size_t i = 1; i < c.cu_seqlens.size(); ++i)
-      lens.push_back(c.cu_seqlens[i] - c.cu_seqlens[i - 1]);
-    r["docs"] = int64_t(lens.size());
-    r["doc_lens"] = lens;
-  }
+  json r = kernel_row(std::string("kda_") + impl.name, mode, c.B, c.H, c.T, c.D,
+                      dtype_name(c.dtype), c.chunk, c.cu_seqlens);
+  r["op"] = "kda";
   return r;
 }
 

@@ -114,6 +114,22 @@ void add_peak_fields(const DevicePeak& peak, nlohmann::json& row) {
   }
 }
 
+nlohmann::json kernel_row(const std::string& impl, const std::string& mode, int64_t B, int64_t H,
+                          int64_t T, int64_t D, const std::string& dtype, int chunk,
+                          const std::vector<int64_t>& cu_seqlens) {
+  nlohmann::json r = {{"impl", impl}, {"mode", mode},   {"batch", B},
+                      {"heads", H},   {"seq", T},       {"dk", D},
+                      {"dv", D},      {"dtype", dtype}, {"chunk_size", chunk}};
+  if (!cu_seqlens.empty()) {
+    std::vector<int64_t> lens;
+    for (size_t i = 1; i < cu_seqlens.size(); ++i)
+      lens.push_back(cu_seqlens[i] - cu_seqlens[i - 1]);
+    r["docs"] = int64_t(lens.size());
+    r["doc_lens"] = lens;
+  }
+  return r;
+}
+
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < x.size() && i < ref.size(); ++i) {

@@ -32,6 +32,12 @@ nlohmann::json device_info(Device dev, const DevicePeak& peak);
 // the machine has shown), frac_peak_this_run (of the sgemm rate measured in this run, CPU).
 void add_peak_fields(const DevicePeak& peak, nlohmann::json& row);
 
+// The fields that name a kernel row of the seed schema (impl, mode, batch, heads, seq, dk = dv,
+// dtype, chunk_size), and for packed sequences (cu_seqlens) their number and lengths.
+nlohmann::json kernel_row(const std::string& impl, const std::string& mode, int64_t B, int64_t H,
+                          int64_t T, int64_t D, const std::string& dtype, int chunk,
+                          const std::vector<int64_t>& cu_seqlens);
+
 double rel_err(const std::vector<double>& x, const std::vector<double>& ref);
 std::string format_table(const nlohmann::json& results);
 
