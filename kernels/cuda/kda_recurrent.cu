@@ -159,8 +159,9 @@ __device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lan
 
 // states[i] = S after step t0 + i of value head hv, from the chunk-start S0; one thread a column.
 template <typename T>
-__device__ void recompute_states(const Dims& d, const Inputs<T>& in, int64_t hv, int64_t t0,
-                                 int64_t len, const acc_t<T>* S0, acc_t<T>* states) {
+__device__ __forceinline__ void recompute_states(const Dims& d, const Inputs<T>& in, int64_t hv,
+                                                 int64_t t0, int64_t len, const acc_t<T>* S0,
+                                                 acc_t<T>* states) {
   using A = acc_t<T>;
   const int64_t K = d.K, V = d.V, KV = K * V, h = hv / d.G;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
@@ -180,7 +181,7 @@ __device__ void recompute_states(const Dims& d, const Inputs<T>& in, int64_t hv,
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBwdThreads)
+__global__ void __launch_bounds__(kBwdThreads, 1)
     backward_kernel(Dims d, Inputs<T> in, BackwardArgs<T> args, acc_t<T>* scratch,
                     int64_t per_block) {
   using A = acc_t<T>;
