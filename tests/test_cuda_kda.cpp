@@ -1,10 +1,11 @@
 // CUDA Kimi Delta Attention (kernels/cuda/kda_*.cu) against the CPU fp64 recurrent reference:
-// every implementation (chunked runs the recurrent CUDA kernels), fp64, fp32 and bf16, chunk sizes
+// every implementation (recurrent and chunked kernels), fp64, fp32 and bf16, chunk sizes
 // 16/32/64, o, ht and every gradient, with GVA, h0/dht, packed sequences, strong decays, K != V
 // and K = V = 128; determinism (bitwise equal twice); the op through autograd (CUDA = CPU).
 // Label `gpu`: exits 77 without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -114,8 +115,9 @@ TEST(CudaKda, EveryImplementationMatchesTheCpuFp64Reference) {
       problem(1, 130, 2, 2, 128, 128, 64, true, true),
   };
   for (const Problem& base : shapes)
-    for (double g_min : {-0.2, -5.0}) {
-      const Data d = make_data(base, g_min, 17);
+    for (double g_min : {-0.2, -5.0, -5.1}) {
+      Data d = make_data(base, g_min, 17);
+      if (g_min == -5.1) std::fill(d.g.begin(), d.g.end(), -5.0);  // -5 on every channel and step
       const Result ref = run_cpu<double>(base, d);
       for (const Implementation& impl : implementations()) {
         Problem p = base;
@@ -131,10 +133,13 @@ TEST(CudaKda, EveryImplementationMatchesTheCpuFp64Reference) {
 }
 
 TEST(CudaKda, Deterministic) {
-  const Problem p = problem(1, 90, 2, 4, 64, 64, 32, true, true, {0, 30, 90});
-  const Data d = make_data(p, -1, 4);
-  const Result a = run_cuda<float>(p, d), b = run_cuda<float>(p, d);
-  expect_close(a, b, 0, "fp32 twice");
+  for (const Implementation& impl : implementations()) {
+    Problem p = problem(1, 90, 2, 4, 64, 64, 32, true, true, {0, 30, 90});
+    p.impl = impl.impl;
+    const Data d = make_data(p, -1, 4);
+    const Result a = run_cuda<float>(p, d), b = run_cuda<float>(p, d);
+    expect_close(a, b, 0, std::string(impl.name) + " fp32 twice");
+  }
 }
 
 // The op on CUDA equals the op on the CPU through autograd (fp64: every input's gradient).
