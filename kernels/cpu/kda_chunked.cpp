@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kda_internal.h"
 
@@ -30,14 +31,14 @@ constexpr int64_t kSub = 16;  // rows of a sub-chunk: the diagonal blocks of the
 // The chunk buffers of one slice (C rows, padded), the state, and for the backward the gradients.
 template <typename A>
 struct Scratch {
-  A* S = nullptr;                                   // K x V running state / dS
-  A *q = nullptr, *k, *G, *gam, *e, *qg, *kg, *ke;  // C x K
-  A* gl;                                            // K: Gam of the chunk's last row
-  A *v, *x, *u;                                     // C x V: Y (in v), diag(beta) Y, U
-  A* beta;                                          // C
-  A *abar, *p, *m, *inv;                            // C x C (inv: invert's 16 C)
-  A *xr, *ei, *yr, *ej, *tmp, *tx, *ty;             // gated-form scratch
-  A *d_o = nullptr, *du = nullptr, *dx = nullptr;   // backward
+  A* S = nullptr;                                         // K x V running state / dS
+  A *q = nullptr, *k, *G, *gam, *e, *qg, *kg, *ke;        // C x K
+  A* gl;                                                  // K: Gam of the chunk's last row
+  A *v, *x, *u;                                           // C x V: Y (in v), diag(beta) Y, U
+  A* beta;                                                // C
+  A *abar, *p, *m, *inv;                                  // C x C (inv: invert's 16 C)
+  A *xq, *xk, *ei, *drow, *yr, *ej, *tmp, *tq, *tk, *ty;  // gated-form scratch
+  A *d_o = nullptr, *du = nullptr, *dx = nullptr;         // backward
   A *dp = nullptr, *da = nullptr, *dq = nullptr, *dk = nullptr, *dG = nullptr, *t = nullptr;
   A *dq_sum = nullptr, *dk_sum = nullptr;  // T x K: the group's sums over the sequence
   int64_t used = 0;
@@ -52,8 +53,9 @@ struct Scratch {
     beta = c.take(C);
     c.take_each(C * C, abar, p, m);
     inv = c.take(gdr::detail::invert_tmp_elems(C));
-    c.take_each(kSub * K, xr, ei);
-    c.take_each(C * K, yr, ej, tmp, tx, ty);
+    c.take_each(kSub * K, xq, xk, ei);
+    drow = c.take(K);
+    c.take_each(C * K, yr, ej, tmp, tq, tk, ty);
     if (backward) {
       c.take_each(C * V, d_o, du, dx);
       c.take_each(C * C, dp, da);
@@ -64,73 +66,100 @@ struct Scratch {
   }
 };
 
-// F = the gated form of rows X, Y (C x K) under G: F_ij = sum_c X_ic Y_jc exp(G_ic - G_jc) for
-// j < i (and j = i when `diag`), 0 elsewhere.
+// The sub-chunk at row r relative to its first row: ei = exp(G_{r+i} - G_r) (16 x K) and
+// ej = exp(G_r - G_j) for j < r (r x K), both exponents <= 0; xq, xk = q, k rows of the
+// sub-chunk times ei; yr = k rows before it times ej.
 template <typename A>
-void gated_form(const A* X, const A* Y, const A* G, int64_t C, int64_t K, bool diag, A* F,
-                const Scratch<A>& w) {
-  std::memset(F, 0, C * C * sizeof(A));
+void relative_rows(const A* q, const A* k, const A* G, int64_t r, int64_t K, const Scratch<A>& w) {
+  const A* Gr = G + r * K;
+  for (int64_t i = 0; i < kSub; ++i)
+    for (int64_t c = 0; c < K; ++c) {
+      const int64_t x = i * K + c;
+      w.ei[x] = cpu::exp_clamped(G[r * K + x] - Gr[c]);
+      w.xq[x] = q[r * K + x] * w.ei[x];
+      w.xk[x] = k[r * K + x] * w.ei[x];
+    }
+  for (int64_t j = 0; j < r; ++j)
+    for (int64_t c = 0; c < K; ++c) {
+      const int64_t x = j * K + c;
+      w.ej[x] = cpu::exp_clamped(Gr[c] - G[x]);
+      w.yr[x] = k[x] * w.ej[x];
+    }
+}
+
+// drow[c] = exp(G_ic - G_jc) for one pair (i, j) of a diagonal block (j <= i: exponents <= 0).
+template <typename A>
+void pair_decays(const A* G, int64_t i, int64_t j, int64_t K, A* drow) {
+  for (int64_t c = 0; c < K; ++c) drow[c] = cpu::exp_clamped(G[i * K + c] - G[j * K + c]);
+}
+
+// The chunk's two gated forms (header), which share every exponential: Abar (strictly lower) and
+// P (lower with the diagonal); 0 elsewhere. Diagonal 16 x 16 blocks pair by pair, the rows of a
+// sub-chunk against the columns before it as GEMMs of rows relative to the sub-chunk's first row.
+template <typename A>
+void gated_forms(const A* q, const A* k, const A* G, int64_t C, int64_t K, A* abar, A* p,
+                 const Scratch<A>& w) {
+  std::memset(abar, 0, C * C * sizeof(A));
+  std::memset(p, 0, C * C * sizeof(A));
   for (int64_t r = 0; r < C; r += kSub) {
     for (int64_t i = r; i < r + kSub; ++i)
-      for (int64_t j = r; j < (diag ? i + 1 : i); ++j) {
-        A s = 0;
-        for (int64_t c = 0; c < K; ++c)
-          s += X[i * K + c] * Y[j * K + c] * std::exp(G[i * K + c] - G[j * K + c]);
-        F[i * C + j] = s;
+      for (int64_t j = r; j <= i; ++j) {
+        pair_decays(G, i, j, K, w.drow);
+        A sa = 0, sp = 0;
+        for (int64_t c = 0; c < K; ++c) {
+          const A kd = k[j * K + c] * w.drow[c];
+          sa += k[i * K + c] * kd;
+          sp += q[i * K + c] * kd;
+        }
+        p[i * C + j] = sp;
+        if (j < i) abar[i * C + j] = sa;
       }
     if (r == 0) continue;
-    // rows of I relative to row r, the columns before it relative to row r: exponents <= 0
-    const A* Gr = G + r * K;
-    for (int64_t i = 0; i < kSub; ++i)
-      for (int64_t c = 0; c < K; ++c)
-        w.xr[i * K + c] = X[(r + i) * K + c] * std::exp(G[(r + i) * K + c] - Gr[c]);
-    for (int64_t j = 0; j < r; ++j)
-      for (int64_t c = 0; c < K; ++c)
-        w.yr[j * K + c] = Y[j * K + c] * std::exp(Gr[c] - G[j * K + c]);
-    cpu::gemm(false, true, kSub, r, K, A(1), w.xr, K, w.yr, K, A(0), F + r * C, C);
+    relative_rows(q, k, G, r, K, w);
+    cpu::gemm(false, true, kSub, r, K, A(1), w.xq, K, w.yr, K, A(0), p + r * C, C);
+    cpu::gemm(false, true, kSub, r, K, A(1), w.xk, K, w.yr, K, A(0), abar + r * C, C);
   }
 }
 
-// The adjoint of gated_form for dF: dX += dF-weighted rows of Y, dY += those of X, and
-// dG += X o (its dX part) - Y o (its dY part) (G_i enters with +, G_j with -).
+// The adjoint of gated_forms for dP (lower) and dAbar (strictly lower): with D_ij = exp(G_i - G_j)
+//   tq_i = sum_j dP_ij k_j o D_ij,  tk_i = sum_j dAbar_ij k_j o D_ij  (the rows' side)
+//   ty_j = sum_i (dP_ij q_i + dAbar_ij k_i) o D_ij                    (the columns' side)
+// then dq += tq, dk += tk + ty, dG += q o tq + k o tk - k o ty (G_i enters with +, G_j with -).
 template <typename A>
-void gated_form_backward(const A* X, const A* Y, const A* G, int64_t C, int64_t K, bool diag,
-                         const A* dF, A* dX, A* dY, A* dG, const Scratch<A>& w) {
-  std::memset(w.tx, 0, C * K * sizeof(A));
+void gated_forms_backward(const A* q, const A* k, const A* G, int64_t C, int64_t K, const A* dp,
+                          const A* da, A* dq, A* dk, A* dG, const Scratch<A>& w) {
+  std::memset(w.tq, 0, C * K * sizeof(A));
+  std::memset(w.tk, 0, C * K * sizeof(A));
   std::memset(w.ty, 0, C * K * sizeof(A));
   for (int64_t r = 0; r < C; r += kSub) {
     for (int64_t i = r; i < r + kSub; ++i)
-      for (int64_t j = r; j < (diag ? i + 1 : i); ++j) {
-        const A d = dF[i * C + j];
-        if (d == 0) continue;
+      for (int64_t j = r; j <= i; ++j) {
+        const A fp = dp[i * C + j], fa = j < i ? da[i * C + j] : A(0);
+        if (fp == 0 && fa == 0) continue;
+        pair_decays(G, i, j, K, w.drow);
         for (int64_t c = 0; c < K; ++c) {
-          const A f = d * std::exp(G[i * K + c] - G[j * K + c]);
-          w.tx[i * K + c] += f * Y[j * K + c];
-          w.ty[j * K + c] += f * X[i * K + c];
+          const A kd = k[j * K + c] * w.drow[c];
+          w.tq[i * K + c] += fp * kd;
+          w.tk[i * K + c] += fa * kd;
+          w.ty[j * K + c] += (fp * q[i * K + c] + fa * k[i * K + c]) * w.drow[c];
         }
       }
     if (r == 0) continue;
-    const A* Gr = G + r * K;
-    for (int64_t i = 0; i < kSub; ++i)
-      for (int64_t c = 0; c < K; ++c) {
-        w.ei[i * K + c] = std::exp(G[(r + i) * K + c] - Gr[c]);
-        w.xr[i * K + c] = X[(r + i) * K + c] * w.ei[i * K + c];
-      }
-    for (int64_t j = 0; j < r; ++j)
-      for (int64_t c = 0; c < K; ++c) {
-        w.ej[j * K + c] = std::exp(Gr[c] - G[j * K + c]);
-        w.yr[j * K + c] = Y[j * K + c] * w.ej[j * K + c];
-      }
-    // tX[I] += ei o (dF[I, :r] Yr);  tY[:r] += ej o (dF[I, :r]^T Xr)
-    cpu::gemm(false, false, kSub, K, r, A(1), dF + r * C, C, w.yr, K, A(0), w.tmp, K);
-    for (int64_t i = 0; i < kSub * K; ++i) w.tx[r * K + i] += w.ei[i] * w.tmp[i];
-    cpu::gemm(true, false, r, K, kSub, A(1), dF + r * C, C, w.xr, K, A(0), w.tmp, K);
-    for (int64_t i = 0; i < r * K; ++i) w.ty[i] += w.ej[i] * w.tmp[i];
+    relative_rows(q, k, G, r, K, w);
+    // tq[I] += ei o (dP[I, :r] yr);  tk[I] += ei o (dA[I, :r] yr);
+    // ty[:r] += ej o (dP[I, :r]^T xq + dA[I, :r]^T xk)
+    cpu::gemm(false, false, kSub, K, r, A(1), dp + r * C, C, w.yr, K, A(0), w.tmp, K);
+    for (int64_t x = 0; x < kSub * K; ++x) w.tq[r * K + x] += w.ei[x] * w.tmp[x];
+    cpu::gemm(false, false, kSub, K, r, A(1), da + r * C, C, w.yr, K, A(0), w.tmp, K);
+    for (int64_t x = 0; x < kSub * K; ++x) w.tk[r * K + x] += w.ei[x] * w.tmp[x];
+    cpu::gemm(true, false, r, K, kSub, A(1), dp + r * C, C, w.xq, K, A(0), w.tmp, K);
+    cpu::gemm(true, false, r, K, kSub, A(1), da + r * C, C, w.xk, K, A(1), w.tmp, K);
+    for (int64_t x = 0; x < r * K; ++x) w.ty[x] += w.ej[x] * w.tmp[x];
   }
-  for (int64_t i = 0; i < C * K; ++i) {
-    dX[i] += w.tx[i];
-    dY[i] += w.ty[i];
-    dG[i] += X[i] * w.tx[i] - Y[i] * w.ty[i];
+  for (int64_t x = 0; x < C * K; ++x) {
+    dq[x] += w.tq[x];
+    dk[x] += w.tk[x] + w.ty[x];
+    dG[x] += q[x] * w.tq[x] + k[x] * (w.tk[x] - w.ty[x]);
   }
 }
 
@@ -151,18 +180,17 @@ void prepare_chunk(const Problem& p, const Inputs<T>& in, const Slice& s, int64_
   for (int64_t i = 1; i < C; ++i)
     for (int64_t a = 0; a < K; ++a) w.G[i * K + a] += w.G[(i - 1) * K + a];
   const A* Gl = w.G + (C - 1) * K;
-  for (int64_t a = 0; a < K; ++a) w.gl[a] = std::exp(Gl[a]);
+  for (int64_t a = 0; a < K; ++a) w.gl[a] = cpu::exp_clamped(Gl[a]);
   for (int64_t i = 0; i < C; ++i)
     for (int64_t a = 0; a < K; ++a) {
       const int64_t x = i * K + a;
-      w.gam[x] = std::exp(w.G[x]);
-      w.e[x] = std::exp(Gl[a] - w.G[x]);
+      w.gam[x] = cpu::exp_clamped(w.G[x]);
+      w.e[x] = cpu::exp_clamped(Gl[a] - w.G[x]);
       w.qg[x] = w.q[x] * w.gam[x];
       w.kg[x] = w.k[x] * w.gam[x];
       w.ke[x] = w.k[x] * w.e[x];
     }
-  gated_form(w.k, w.k, w.G, C, K, false, w.abar, w);
-  gated_form(w.q, w.k, w.G, C, K, true, w.p, w);
+  gated_forms(w.q, w.k, w.G, C, K, w.abar, w.p, w);
   for (int64_t i = 0; i < C; ++i)
     for (int64_t j = 0; j < i; ++j) w.m[i * C + j] = w.beta[i] * w.abar[i * C + j];
   gdr::detail::invert_unit_lower(w.m, C, w.inv);
@@ -253,8 +281,7 @@ void backward_chunk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
     }
   // S_end's Diag(Gam_{C-1}) S0: dG_{C-1} += Gam_{C-1} o rowsum(S0 o dS)
   for (int64_t a = 0; a < K; ++a) dGl[a] += w.gl[a] * gdr::detail::dot(S0 + a * V, dS + a * V, V);
-  gated_form_backward(w.q, w.k, w.G, C, K, true, w.dp, w.dq, w.dk, w.dG, w);
-  gated_form_backward(w.k, w.k, w.G, C, K, false, w.da, w.dk, w.dk, w.dG, w);
+  gated_forms_backward(w.q, w.k, w.G, C, K, w.dp, w.da, w.dq, w.dk, w.dG, w);
   // dS0 = (Q o Gam)^T dO - (K o Gam)^T dY + Diag(Gam_{C-1}) dS
   for (int64_t a = 0; a < K; ++a)
     for (int64_t j = 0; j < V; ++j) dS[a * V + j] *= w.gl[a];
