@@ -1,20 +1,20 @@
 // The chunked (WY/UT) Kimi Delta Attention on the CPU, forward and backward (docs/design.md 4.11).
 //
 // Per (sequence, value head) and chunk of C rows with the state S0 at its start, G the in-chunk
-// cumsum of g per channel (G_i = g_0 + ... + g_i, a C x K matrix), Gam = exp(G), E_i =
-// exp(G_{C-1} - G_i), q scaled:
-//   Abar_ij = sum_c k_ic k_jc exp(G_ic - G_jc)  (j < i)    P_ij = sum_c q_ic k_jc exp(G_ic - G_jc)
-//   (j <= i) M = (I + diag(beta) Abar)^-1,  Y = V - (K o Gam) S0,  U = M diag(beta) Y O = (Q o Gam)
-//   S0 + P U,        S_end = Diag(Gam_{C-1}) S0 + (K o E)^T U
+// cumsum of g per channel (G_i = g_0 + ... + g_i, a C x K matrix), Gam = exp(G),
+// E_i = exp(G_{C-1} - G_i), q scaled:
+//   Abar_ij = sum_c k_ic k_jc exp(G_ic - G_jc)   (j < i)
+//   P_ij    = sum_c q_ic k_jc exp(G_ic - G_jc)   (j <= i)
+//   M = (I + diag(beta) Abar)^-1,   Y = V - (K o Gam) S0,   U = M diag(beta) Y
+//   O = (Q o Gam) S0 + P U,         S_end = Diag(Gam_{C-1}) S0 + (K o E)^T U
 // Every exponent is <= 0 (g <= 0): Abar and P are "gated forms" computed in sub-chunks of 16 rows,
-// the diagonal block element by element (exp(G_ic - G_jc), j <= i) and the block of rows I against
-// the earlier columns as one GEMM of (X_i o exp(G_i - G_r)) (Y_j o exp(G_r - G_j))^T, r the first
-// row of I: both factors' exponents are <= 0, so nothing grows with the distance in the chunk
-// (never exp(-G), which overflows fp32 under strong decay).
+// a diagonal block pair by pair (exp(G_ic - G_jc), j <= i), the rows I of a sub-chunk against the
+// earlier columns as one GEMM of (X_i o exp(G_i - G_r)) (k_j o exp(G_r - G_j))^T, r the first row
+// of I: both factors' exponents are <= 0, so nothing grows with the distance in the chunk (never
+// exp(-G), which overflows fp32 under strong decay). The two forms share every exponential.
 //
 // The backward recomputes a chunk's forward from its saved start state (the residual: the state at
 // every chunk start, as the recurrent kernel saves it) and walks the chunks in reverse.
-#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/fast_exp.h"
