@@ -136,6 +136,13 @@ void gated_forms_backward(const A* q, const A* k, const A* G, int64_t C, int64_t
       for (int64_t j = r; j <= i; ++j) {
         const A fp = dp[i * C + j], fa = j < i ? da[i * C + j] : A(0);
         if (fp == 0 && fa == 0) continue;
+        if (j == i) {  // P_ii = q_i . k_i: no decay, so nothing for dG (its two sides cancel)
+          for (int64_t c = 0; c < K; ++c) {
+            dq[i * K + c] += fp * k[i * K + c];
+            dk[i * K + c] += fp * q[i * K + c];
+          }
+          continue;
+        }
         pair_decays(G, i, j, K, w.drow);
         for (int64_t c = 0; c < K; ++c) {
           const A kd = k[j * K + c] * w.drow[c];
@@ -270,15 +277,13 @@ void backward_chunk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
     w.dk[x] += w.gam[x] * w.t[x];
     w.dG[x] += w.kg[x] * w.t[x];
   }
+  // K o E enters dG as -s_i in row i and +sum(s) in the last row: kept in t (s_i = (K o E)_i o d_i)
+  // and summed for dg directly below
   cpu::gemm(false, true, C, K, V, A(1), w.u, V, dS, V, A(0), w.t, K);
-  for (int64_t i = 0; i < C; ++i)
-    for (int64_t a = 0; a < K; ++a) {
-      const int64_t x = i * K + a;
-      const A d = w.ke[x] * w.t[x];
-      w.dk[x] += w.e[x] * w.t[x];
-      w.dG[x] -= d;
-      dGl[a] += d;
-    }
+  for (int64_t x = 0; x < C * K; ++x) {
+    w.dk[x] += w.e[x] * w.t[x];
+    w.t[x] *= w.ke[x];
+  }
   // S_end's Diag(Gam_{C-1}) S0: dG_{C-1} += Gam_{C-1} o rowsum(S0 o dS)
   for (int64_t a = 0; a < K; ++a) dGl[a] += w.gl[a] * gdr::detail::dot(S0 + a * V, dS + a * V, V);
   gated_forms_backward(w.q, w.k, w.G, C, K, w.dp, w.da, w.dq, w.dk, w.dG, w);
@@ -287,9 +292,16 @@ void backward_chunk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
     for (int64_t j = 0; j < V; ++j) dS[a * V + j] *= w.gl[a];
   cpu::gemm(true, false, K, V, C, A(1), w.qg, K, w.d_o, V, A(1), dS, V);
   cpu::gemm(true, false, K, V, C, A(-1), w.kg, K, w.dx, V, A(1), dS, V);
-  // G is the in-chunk cumsum of g: dg_t = sum_{i >= t} dG_i
+  // G is the in-chunk cumsum of g: dg_t = sum_{i >= t} dG_i, and the s terms' -s_i (i >= t) and
+  // +sum(s) give sum_{i < t} s_i, summed as such (the two sums cancel under strong decay)
   for (int64_t i = C - 2; i >= 0; --i)
     for (int64_t a = 0; a < K; ++a) w.dG[i * K + a] += w.dG[(i + 1) * K + a];
+  std::memset(w.drow, 0, K * sizeof(A));
+  for (int64_t i = 0; i < C; ++i)
+    for (int64_t a = 0; a < K; ++a) {
+      w.dG[i * K + a] += w.drow[a];
+      w.drow[a] += w.t[i * K + a];
+    }
   gdr::detail::store_rows(w.dG, K, rows, K, A(1), args.dg + g_offset(p, tok, hv), p.HV * K);
   const int64_t r0 = c * C;
   for (int64_t x = 0; x < rows * K; ++x) {
