@@ -36,7 +36,8 @@ optim::ParamGroup one_group(const Tensor& p, double wd) {
 // Runs `steps` updates of a fresh optimizer made by `make` on a copy of `init` on `dev`.
 template <typename Make>
 Tensor run_steps(Make make, const Tensor& init, const std::vector<Tensor>& grads, Device dev) {
-  Tensor p = ops::to_device(init, dev).set_requires_grad(true);
+  // A fresh leaf: on the CPU to_device returns `init` itself, which the steps would then update.
+  Tensor p = ops::to_device(ops::contiguous_copy(init), dev).set_requires_grad(true);
   auto opt = make(one_group(p, 0.1));
   for (const Tensor& g : grads) {
     p.set_grad(ops::to_device(g, dev));
