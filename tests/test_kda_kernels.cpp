@@ -172,8 +172,8 @@ TEST(KdaKernels, PackedSequencesEqualEachAlone) {
 }
 
 // Decays so strong that a state forgets within a step: g = -5 on every channel of every step
-// (exp(5 C) overflows fp32 for C >= 18: any form with exp(-G) fails), and uniform in [-40, 0].
-// Finite results that match the fp64 reference in fp32.
+// (exp(5 C) overflows fp32 for C >= 18: any form with exp(-G) fails), held to 2e-6 (the fp32
+// recurrent kernel's own error is 2e-7), and uniform in [-40, 0], held to 5e-5.
 TEST(KdaKernels, StrongDecaysStayFinite) {
   for (const Implementation& impl : implementations())
     for (double g_min : {-5.0, -40.0}) {
@@ -181,7 +181,7 @@ TEST(KdaKernels, StrongDecaysStayFinite) {
       Data d = make_data(p, g_min, 3);
       if (g_min == -5.0) std::fill(d.g.begin(), d.g.end(), -5.0);
       const Result ref = run_cpu<double>(with_impl(p, Impl::recurrent), d);
-      expect_close(run_cpu<float>(p, d), ref, 5e-5,
+      expect_close(run_cpu<float>(p, d), ref, g_min == -5.0 ? 2e-6 : 5e-5,
                    std::string(impl.name) + " fp32 g_min " + std::to_string(g_min));
     }
 }
