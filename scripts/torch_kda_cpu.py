@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kimi Delta Attention as a PyTorch user runs it on the CPU: fla 0.6.0's own reference,
 `naive_chunk_kda` (the chunked algorithm in PyTorch ops, autograd for the backward; loaded from the
-installed fla package's ops/kda/naive.py, nothing else of fla imported), eager or torch.compile'd
+installed fla package's naive.py of its kda ops, nothing else of fla imported), eager or torch.compile'd
 (--compile), fp32, timed fwd_bwd (or fwd) in the bench's JSON schema (impl "torch_naive_chunk_kda",
 "_compile" added when compiled) with the torch version and BLAS, after checking itself against
 fla's naive_recurrent_kda in fp64 on a small problem. scripts/bench_kernel_cpu.sh kda runs it
@@ -21,7 +21,7 @@ from torch_peer import kernel_args, maybe_compile, time_calls, versions  # noqa:
 
 
 def fla_naive():
-    """fla's ops/kda/naive.py as a module of its own (it imports only torch and einops)."""
+    """fla's naive.py of the kda ops as a module of its own (it imports only torch and einops)."""
     spec = importlib.util.find_spec("fla")
     if spec is None:
         sys.exit("torch_kda_cpu: fla is not installed in this python (docs/interop-fla.md)")
