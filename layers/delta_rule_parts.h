@@ -17,6 +17,20 @@ struct DeltaRuleState : MixerState {
   Tensor conv_q, conv_k, conv_v;  // last (W - 1) inputs of each short conv, [B, W-1, C]
 };
 
+// The kernel problem of one sequence of `seq_len` tokens of a layer of `c` (gdr::Problem or
+// kda::Problem: the sizes their FLOP counts read).
+template <typename Problem>
+Problem layer_kernel_problem(const ModelConfig& c, int64_t seq_len) {
+  Problem p;
+  p.T = seq_len;
+  p.H = c.num_heads;
+  p.HV = c.v_heads();
+  p.K = c.head_dim;
+  p.V = c.head_v_dim();
+  p.chunk = int(c.chunk_size);
+  return p;
+}
+
 // A layer's projections to the kernel's inputs (its convs null without short convs) and sizes.
 struct DeltaRuleProjections {
   const Linear *q, *k, *v, *b;

@@ -123,13 +123,7 @@ double gated_deltanet_train_flops_per_token(const ModelConfig& c, int64_t /*laye
   const double hv = double(c.v_heads());
   double linear = d * (2 * kd + vd + 2 * hv) + vd * d;  // q k v a b, o
   if (c.use_gate) linear += d * vd;
-  gdr::Problem p;
-  p.T = seq_len;
-  p.H = c.num_heads;
-  p.HV = c.v_heads();
-  p.K = c.head_dim;
-  p.V = c.head_v_dim();
-  p.chunk = int(c.chunk_size);
+  const auto p = layer_kernel_problem<gdr::Problem>(c, seq_len);
   return 6.0 * linear + (gdr::forward_flops(p) + gdr::backward_flops(p)) / double(seq_len);
 }
 

@@ -135,13 +135,7 @@ double kimi_delta_attention_train_flops_per_token(const ModelConfig& c, int64_t 
   const double hv = double(c.v_heads()), r = double(c.head_v_dim());
   const double gate_dim = hv * double(c.head_dim);
   const double linear = d * (2 * kd + vd + hv) + vd * d + d * r + r * gate_dim + d * r + r * vd;
-  kda::Problem p;
-  p.T = seq_len;
-  p.H = c.num_heads;
-  p.HV = c.v_heads();
-  p.K = c.head_dim;
-  p.V = c.head_v_dim();
-  p.chunk = int(c.chunk_size);
+  const auto p = layer_kernel_problem<kda::Problem>(c, seq_len);
   return 6.0 * linear + (kda::forward_flops(p) + kda::backward_flops(p)) / double(seq_len);
 }
 
