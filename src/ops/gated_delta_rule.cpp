@@ -1,23 +1,15 @@
-// gated_delta_rule(): shape and dtype checks, allocation of outputs, residuals (saved for
-// backward, tagged activation by autograd) and workspaces (tagged workspace, freed after each
-// call), then the kernel for the device. On meta only the allocations happen.
+// gated_delta_rule(): shape and dtype checks, then the autograd Function of
+// src/ops/delta_rule_fn.h over the gated-delta-rule kernels.
 #include "src/ops/gated_delta_rule.h"
 
-#include <cmath>
 #include <set>
 
 #include "kernels/gdr_registry.h"
-#include "src/autograd/function.h"
-#include "src/ops/dispatch.h"
-#include "src/ops/kernel_scratch.h"
-#include "src/ops/ops.h"
+#include "src/ops/delta_rule_fn.h"
 
 namespace gdn::ops {
 
 namespace {
-
-using detail::acc_dtype;
-using detail::workspace;
 
 // Kernels that do not take cu_seqlens run a packed Problem a sequence at a time on one
 // workspace sized for the largest; that size depends on each sequence's own length alone, so a
@@ -37,7 +29,7 @@ gdr::Problem one_sequence_per_length(const gdr::Problem& p, bool split) {
 
 // Accumulator elements of scratch the implementation needs on this device for inputs of dtype
 // `dt` (the CPU and CUDA kernels keep different scratch; meta sizes the CPU's).
-int64_t workspace_elems(const gdr::Problem& packed, Device dev, DType dt, bool backward) {
+int64_t gdr_workspace_elems(const gdr::Problem& packed, Device dev, DType dt, bool backward) {
   const gdr::Implementation& impl = gdr::implementation_of(packed);
   const int64_t in_bytes = int64_t(dtype_size(dt));
 #if defined(GDN_WITH_CUDA)
@@ -54,98 +46,18 @@ int64_t workspace_elems(const gdr::Problem& packed, Device dev, DType dt, bool b
   return backward ? impl.cpu_backward_workspace(p) : impl.cpu_forward_workspace(p);
 }
 
-template <typename T>
-T* ptr(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
-template <typename T>
-gdr::Inputs<T> inputs_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                         const Tensor& beta, const Tensor& h0) {
-  return {ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(g), ptr<T>(beta), ptr<acc_t<T>>(h0)};
-}
-
-class GatedDeltaRuleFn final : public autograd::Function {
- public:
-  explicit GatedDeltaRuleFn(gdr::Problem p) : p_(p) {}
-  const char* name() const override {
-    return gdr::implementation_of(p_).delta_rule ? "gated_delta_rule" : "ssd";
+// The gated delta rule (and ssd) as a DeltaRuleFn family.
+struct GdrFamily
+    : detail::DeltaRuleTypes<gdr::Problem, gdr::Inputs, gdr::ForwardOutputs, gdr::BackwardArgs> {
+  static constexpr const char* op = "gated_delta_rule";
+  static constexpr const char* op_backward = "gated_delta_rule backward";
+  static const char* name(const Problem& p) {
+    return gdr::implementation_of(p).delta_rule ? "gated_delta_rule" : "ssd";
   }
-
-  // inputs: q, k, v, g, beta (undefined for ssd), h0 (may be undefined)
-  std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) override {
-    const Tensor &q = in[0], &k = in[1], &v = in[2], &g = in[3], &beta = in[4], &h0 = in[5];
-    const Device dev = q.device();
-    const DType ad = acc_dtype(q.dtype());
-    Tensor o = empty({p_.B, p_.T, p_.HV, p_.V}, q.dtype(), dev);
-    Tensor ht = p_.want_ht ? empty({p_.num_seqs(), p_.HV, p_.K, p_.V}, ad, dev) : Tensor();
-    Tensor residual = empty({gdr::residual_elems(p_)}, ad, dev);
-    {
-      Tensor ws = workspace(workspace_elems(p_, dev, q.dtype(), false), ad, dev);
-      if (!dev.is_meta()) {
-        dispatch_dtype<KernelTypes>(q.dtype(), "gated_delta_rule", [&](auto tag) {
-          using scalar_t = typename decltype(tag)::type;
-
-          using A = acc_t<scalar_t>;
-          const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
-          const gdr::ForwardOutputs<scalar_t> outs{ptr<scalar_t>(o), ptr<A>(ht), ptr<A>(residual),
-                                                   ptr<A>(ws)};
-          GDN_RUN_ON_DEVICE(dev, "gated_delta_rule", gdr::forward_cpu<scalar_t>(p_, args, outs),
-                            gdr::forward_cuda<scalar_t>(p_, args, outs, detail::stream_of(dev)));
-        });
-      }
-    }
-    ctx.save_for_backward({q, k, v, g, beta, h0, residual});
-    std::vector<Tensor> outs{o};
-    if (ht.defined()) outs.push_back(ht);
-    return outs;
-  }
-
-  std::vector<Tensor> backward(autograd::FunctionCtx& ctx,
-                               const std::vector<Tensor>& grads) override {
-    const auto& s = ctx.saved();
-    const Tensor &q = s[0], &k = s[1], &v = s[2], &g = s[3], &beta = s[4], &h0 = s[5],
-                 &residual = s[6];
-    const Device dev = q.device();
-    const DType dt = q.dtype(), ad = acc_dtype(dt);
-    Tensor d_o = grads[0].defined() ? contiguous(cast(grads[0], dt))
-                                    : zeros({p_.B, p_.T, p_.HV, p_.V}, dt, dev);
-    Tensor dht = grads.size() > 1 && grads[1].defined() ? contiguous(cast(grads[1], ad)) : Tensor();
-    Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
-    Tensor dv = empty(v.shape(), dt, dev), dg = empty(g.shape(), dt, dev);
-    Tensor dbeta = beta.defined() ? empty(beta.shape(), dt, dev) : Tensor();
-    Tensor dh0 = h0.defined() ? empty(h0.shape(), ad, dev) : Tensor();
-    {
-      Tensor ws = workspace(workspace_elems(p_, dev, dt, true), ad, dev);
-      if (!dev.is_meta()) {
-        dispatch_dtype<KernelTypes>(dt, "gated_delta_rule", [&](auto tag) {
-          using scalar_t = typename decltype(tag)::type;
-
-          using A = acc_t<scalar_t>;
-          const auto args = inputs_of<scalar_t>(q, k, v, g, beta, h0);
-          gdr::BackwardArgs<scalar_t> b;
-          b.d_o = ptr<scalar_t>(d_o);
-          b.dht = ptr<A>(dht);
-          b.residual = ptr<A>(residual);
-          b.workspace = ptr<A>(ws);
-          b.dq = ptr<scalar_t>(dq);
-          b.dk = ptr<scalar_t>(dk);
-          b.dv = ptr<scalar_t>(dv);
-          b.dg = ptr<scalar_t>(dg);
-          b.dbeta = ptr<scalar_t>(dbeta);
-          b.dh0 = ptr<A>(dh0);
-          GDN_RUN_ON_DEVICE(dev, "gated_delta_rule backward",
-                            gdr::backward_cpu<scalar_t>(p_, args, b),
-                            gdr::backward_cuda<scalar_t>(p_, args, b, detail::stream_of(dev)));
-        });
-      }
-    }
-    return {dq, dk, dv, dg, dbeta, dh0};
-  }
-
- private:
-  gdr::Problem p_;
+  static constexpr auto workspace_elems = &gdr_workspace_elems;
 };
+
+using GatedDeltaRuleFn = detail::DeltaRuleFn<GdrFamily>;
 
 }  // namespace
 
@@ -162,36 +74,18 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
             "gated_delta_rule expects q, k [B, T, H, K], v [B, T, HV, V], g [B, T, HV]; got ",
             shapes());
   gdr::Problem p;
-  p.B = q.size(0);
-  p.T = q.size(1);
-  p.H = q.size(2);
-  p.K = q.size(3);
-  p.HV = v.size(2);
-  p.V = v.size(3);
+  detail::set_sizes(p, q, v);
   GDN_CHECK(v.size(0) == p.B && v.size(1) == p.T && g.shape() == Shape({p.B, p.T, p.HV}),
             "gated_delta_rule: batch/time/head sizes differ: ", shapes());
   GDN_CHECK(ssd || (beta.defined() && beta.shape() == g.shape()),
             "gated_delta_rule: beta must be [B, T, HV] like g; got ", shapes());
   for (const Tensor* t : {&k, &v, &g}) detail::check_same_dtype("gated_delta_rule", q, *t);
   if (!ssd) detail::check_same_dtype("gated_delta_rule", q, beta);
-  p.chunk = opt.chunk_size;
-  p.impl = opt.impl;
+  detail::set_common_options(p, opt, h0);
   p.residual = opt.residual;
   p.fused_vt = opt.fused_vt;
   p.fused_sub = opt.fused_sub;
-  p.scale = opt.scale ? *opt.scale : 1.0 / std::sqrt(double(p.K));
-  p.has_h0 = h0.defined();
-  p.want_ht = opt.output_final_state;
-  p.cu_seqlens = opt.cu_seqlens;
-  if (h0.defined()) {
-    const Shape want{p.num_seqs(), p.HV, p.K, p.V};
-    GDN_CHECK(h0.shape() == want, "gated_delta_rule: h0 ", shape_str(h0.shape()), " must be ",
-              p.packed() ? "[N, HV, K, V] (N sequences in cu_seqlens) = " : "[B, HV, K, V] = ",
-              shape_str(want));
-    GDN_CHECK(h0.dtype() == acc_dtype(q.dtype()), "gated_delta_rule: h0 must be ",
-              dtype_name(acc_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " inputs, got ",
-              dtype_name(h0.dtype()));
-  }
+  detail::check_h0("gated_delta_rule", p, q, h0);
   try {
     gdr::validate(p);
   } catch (const std::invalid_argument& e) {
