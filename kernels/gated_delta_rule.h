@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/delta_rule_args.h"
 #include "kernels/enum_table.h"
 #include "kernels/numeric.h"
 
@@ -111,37 +112,13 @@ int64_t residual_elems(const Problem& p);
 int64_t forward_workspace_elems(const Problem& p);
 int64_t backward_workspace_elems(const Problem& p);
 
+// The kernels' pointers (kernels/delta_rule_args.h).
 template <typename T>
-struct Inputs {
-  const T* q = nullptr;
-  const T* k = nullptr;
-  const T* v = nullptr;
-  const T* g = nullptr;
-  const T* beta = nullptr;       // null for ssd
-  const acc_t<T>* h0 = nullptr;  // [N, HV, K, V] when p.has_h0
-};
-
+using Inputs = delta_rule::Inputs<T>;
 template <typename T>
-struct ForwardOutputs {
-  T* o = nullptr;                 // [B, T, HV, V]
-  acc_t<T>* ht = nullptr;         // [N, HV, K, V] when p.want_ht
-  acc_t<T>* residual = nullptr;   // residual_elems(p)
-  acc_t<T>* workspace = nullptr;  // forward_workspace_elems(p)
-};
-
+using ForwardOutputs = delta_rule::ForwardOutputs<T>;
 template <typename T>
-struct BackwardArgs {
-  const T* d_o = nullptr;              // [B, T, HV, V]
-  const acc_t<T>* dht = nullptr;       // [N, HV, K, V] when want_ht; may be null (zero)
-  const acc_t<T>* residual = nullptr;  // what forward saved
-  acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
-  T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)
-  T* dk = nullptr;                     // [B, T, H, K]
-  T* dv = nullptr;                     // [B, T, HV, V]
-  T* dg = nullptr;                     // [B, T, HV]
-  T* dbeta = nullptr;                  // [B, T, HV] (unused for ssd)
-  acc_t<T>* dh0 = nullptr;             // [N, HV, K, V] when p.has_h0
-};
+using BackwardArgs = delta_rule::BackwardArgs<T>;
 
 // CPU implementations; T is float, double or bf16 (computes in acc_t<T>). The backward expects
 // the residual written by the forward of the same Problem.

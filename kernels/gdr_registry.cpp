@@ -11,23 +11,6 @@ namespace gdn::gdr {
 
 namespace {
 
-// The CPU scratch does not depend on the input type.
-template <int64_t (*Size)(const Problem&)>
-int64_t cpu_size(const Problem& p, int64_t /*in_bytes*/) {
-  return Size(p);
-}
-
-// detail::NAME_forward / NAME_backward for every input type, with their workspace sizes; every
-// CPU kernel runs packed sequences (cu_seqlens) itself, their slices side by side.
-#define GDN_GDR_CPU_KERNELS(NAME)                                         \
-  CpuKernels {                                                            \
-    {{&detail::NAME##_forward<float>, &detail::NAME##_backward<float>},   \
-     {&detail::NAME##_forward<double>, &detail::NAME##_backward<double>}, \
-     {&detail::NAME##_forward<bf16>, &detail::NAME##_backward<bf16>}},    \
-        &cpu_size<&detail::NAME##_forward_workspace>,                     \
-        &cpu_size<&detail::NAME##_backward_workspace>, /*packed=*/true    \
-  }
-
 #if defined(GDN_WITH_CUDA)
 const CudaKernels* cuda_of(Impl impl) {
   return &cuda_kernels(impl);
@@ -41,24 +24,22 @@ const CudaKernels* cuda_of(Impl) {
 std::vector<Implementation> make_table() {
   return {
       {"recurrent", Impl::recurrent, Residual::minimal, true,
-       "the readable reference, one step at a time (fp64-capable)", GDN_GDR_CPU_KERNELS(recurrent),
-       cuda_of(Impl::recurrent)},
+       "the readable reference, one step at a time (fp64-capable)",
+       GDN_DELTA_RULE_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
       {"chunked", Impl::chunked, Residual::minimal, true,
        "the WY/UT matmul form from GEMMs; saves the chunk-start states",
-       GDN_GDR_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
       {"chunked_fat", Impl::chunked, Residual::full, true,
        "chunked that also saves W, U and A of every chunk (memory for speed)",
-       GDN_GDR_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
       {"fused", Impl::fused, Residual::minimal, true,
        "one pass per (batch, head) with all chunk-local work in cache / shared memory",
-       GDN_GDR_CPU_KERNELS(fused), cuda_of(Impl::fused)},
+       GDN_DELTA_RULE_CPU_KERNELS(fused), cuda_of(Impl::fused)},
       {"ssd", Impl::ssd, Residual::minimal, false,
        "scalar-decay linear attention without the delta rule (a baseline)",
-       GDN_GDR_CPU_KERNELS(ssd), cuda_of(Impl::ssd)},
+       GDN_DELTA_RULE_CPU_KERNELS(ssd), cuda_of(Impl::ssd)},
   };
 }
-
-#undef GDN_GDR_CPU_KERNELS
 
 }  // namespace
 

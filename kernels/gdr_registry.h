@@ -10,9 +10,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "kernels/device_kernels.h"
 #include "kernels/gated_delta_rule.h"
 
 namespace gdn::gdr {
@@ -30,30 +30,9 @@ template <typename T>
 using CudaBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,
                               void* stream);
 
-// One device's forward and backward for each input type (float, double, bf16), and the scratch
-// each needs in accumulator elements. CUDA's scratch also depends on the bytes of an input
-// element (the fused kernels keep keys in the input type), which the CPU's ignores.
-template <template <typename> class Fwd, template <typename> class Bwd>
-struct DeviceKernels {
-  template <typename T>
-  struct Pair {
-    Fwd<T> forward = nullptr;
-    Bwd<T> backward = nullptr;
-  };
-  std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
-  int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
-  int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
-  // The kernels take packed sequences (Problem::cu_seqlens) themselves; otherwise the entry
-  // points run a packed Problem one sequence at a time (kernels/gdr_split.h).
-  bool packed = false;
-
-  template <typename T>
-  const Pair<T>& of() const {
-    return std::get<Pair<T>>(typed);
-  }
-};
-using CpuKernels = DeviceKernels<CpuForward, CpuBackward>;
-using CudaKernels = DeviceKernels<CudaForward, CudaBackward>;
+// Each entry's kernels per device (kernels/device_kernels.h).
+using CpuKernels = delta_rule::DeviceKernels<Problem, CpuForward, CpuBackward>;
+using CudaKernels = delta_rule::DeviceKernels<Problem, CudaForward, CudaBackward>;
 
 struct Implementation {
   const char* name;     // "chunked_fat"

@@ -91,20 +91,6 @@ double backward_flops(const Problem& p) {
 
 namespace {
 
-template <int64_t (*Size)(const Problem&)>
-int64_t cpu_size(const Problem& p, int64_t /*in_bytes*/) {
-  return Size(p);
-}
-
-#define GDN_KDA_CPU_KERNELS(NAME)                                         \
-  CpuKernels {                                                            \
-    {{&detail::NAME##_forward<float>, &detail::NAME##_backward<float>},   \
-     {&detail::NAME##_forward<double>, &detail::NAME##_backward<double>}, \
-     {&detail::NAME##_forward<bf16>, &detail::NAME##_backward<bf16>}},    \
-        &cpu_size<&detail::NAME##_forward_workspace>,                     \
-        &cpu_size<&detail::NAME##_backward_workspace>                     \
-  }
-
 #if defined(GDN_WITH_CUDA)
 const CudaKernels* cuda_of(Impl impl) {
   return &cuda_kernels(impl);
@@ -118,14 +104,12 @@ const CudaKernels* cuda_of(Impl) {
 std::vector<Implementation> make_table() {
   return {
       {"recurrent", Impl::recurrent, "the readable reference, one step at a time (fp64-capable)",
-       GDN_KDA_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
+       GDN_DELTA_RULE_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
       {"chunked", Impl::chunked,
        "the WY/UT matmul form with per-channel decays relative to sub-chunk reference rows",
-       GDN_KDA_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
   };
 }
-
-#undef GDN_KDA_CPU_KERNELS
 
 const CudaKernels& cuda_or_fail(const Implementation& i) {
   if (!i.cuda) fail("gdn was built without CUDA");

@@ -16,9 +16,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "kernels/device_kernels.h"
 #include "kernels/enum_table.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/numeric.h"
@@ -70,37 +70,13 @@ int64_t residual_elems(const Problem& p);
 int64_t forward_workspace_elems(const Problem& p);
 int64_t backward_workspace_elems(const Problem& p);
 
+// The kernels' pointers (kernels/delta_rule_args.h).
 template <typename T>
-struct Inputs {
-  const T* q = nullptr;
-  const T* k = nullptr;
-  const T* v = nullptr;
-  const T* g = nullptr;          // [B, T, HV, K]
-  const T* beta = nullptr;       // [B, T, HV]
-  const acc_t<T>* h0 = nullptr;  // [N, HV, K, V] when p.has_h0
-};
-
+using Inputs = delta_rule::Inputs<T>;
 template <typename T>
-struct ForwardOutputs {
-  T* o = nullptr;                 // [B, T, HV, V]
-  acc_t<T>* ht = nullptr;         // [N, HV, K, V] when p.want_ht
-  acc_t<T>* residual = nullptr;   // residual_elems(p)
-  acc_t<T>* workspace = nullptr;  // forward_workspace_elems(p)
-};
-
+using ForwardOutputs = delta_rule::ForwardOutputs<T>;
 template <typename T>
-struct BackwardArgs {
-  const T* d_o = nullptr;              // [B, T, HV, V]
-  const acc_t<T>* dht = nullptr;       // [N, HV, K, V] when want_ht; may be null (zero)
-  const acc_t<T>* residual = nullptr;  // what the forward saved
-  acc_t<T>* workspace = nullptr;       // backward_workspace_elems(p)
-  T* dq = nullptr;                     // [B, T, H, K] (summed over the value heads of a group)
-  T* dk = nullptr;                     // [B, T, H, K]
-  T* dv = nullptr;                     // [B, T, HV, V]
-  T* dg = nullptr;                     // [B, T, HV, K]
-  T* dbeta = nullptr;                  // [B, T, HV]
-  acc_t<T>* dh0 = nullptr;             // [N, HV, K, V] when p.has_h0
-};
+using BackwardArgs = delta_rule::BackwardArgs<T>;
 
 // CPU entry points (T: float, double, bf16; computes in acc_t<T>); they validate p and the
 // pointers, then run p.impl's registry entry. The backward expects the forward's residual.
@@ -137,26 +113,10 @@ template <typename T>
 using CudaBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,
                               void* stream);
 
-// One device's forward and backward per input type (float, double, bf16) and their scratch in
-// Acc elements (in_bytes: bytes of an input element). Every kernel runs packed sequences itself.
-template <template <typename> class Fwd, template <typename> class Bwd>
-struct DeviceKernels {
-  template <typename T>
-  struct Pair {
-    Fwd<T> forward = nullptr;
-    Bwd<T> backward = nullptr;
-  };
-  std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
-  int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
-  int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
-
-  template <typename T>
-  const Pair<T>& of() const {
-    return std::get<Pair<T>>(typed);
-  }
-};
-using CpuKernels = DeviceKernels<CpuForward, CpuBackward>;
-using CudaKernels = DeviceKernels<CudaForward, CudaBackward>;
+// Each entry's kernels per device (kernels/device_kernels.h); every kernel runs packed sequences
+// itself.
+using CpuKernels = delta_rule::DeviceKernels<Problem, CpuForward, CpuBackward>;
+using CudaKernels = delta_rule::DeviceKernels<Problem, CudaForward, CudaBackward>;
 
 struct Implementation {
   const char* name;     // "chunked"

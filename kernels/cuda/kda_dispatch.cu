@@ -5,12 +5,13 @@
 
 namespace gdn::kda {
 
-#define GDN_KDA_CUDA_KERNELS(NAME)                                                      \
-  CudaKernels {                                                                         \
-    {{&cuda_detail::NAME##_forward<float>, &cuda_detail::NAME##_backward<float>},       \
-     {&cuda_detail::NAME##_forward<double>, &cuda_detail::NAME##_backward<double>},     \
-     {&cuda_detail::NAME##_forward<bf16>, &cuda_detail::NAME##_backward<bf16>}},        \
-        &cuda_detail::NAME##_forward_workspace, &cuda_detail::NAME##_backward_workspace \
+#define GDN_KDA_CUDA_KERNELS(NAME)                                                       \
+  CudaKernels {                                                                          \
+    {{&cuda_detail::NAME##_forward<float>, &cuda_detail::NAME##_backward<float>},        \
+     {&cuda_detail::NAME##_forward<double>, &cuda_detail::NAME##_backward<double>},      \
+     {&cuda_detail::NAME##_forward<bf16>, &cuda_detail::NAME##_backward<bf16>}},         \
+        &cuda_detail::NAME##_forward_workspace, &cuda_detail::NAME##_backward_workspace, \
+        /*packed=*/true                                                                  \
   }
 
 const CudaKernels& cuda_kernels(Impl impl) {

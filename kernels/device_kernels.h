@@ -1,0 +1,51 @@
+// What the registries of the delta-rule families (kernels/gdr_registry.h, kernels/kda.h) hold per
+// device: an implementation's forward and backward for every input type, and its scratch sizes.
+#pragma once
+#include <cstdint>
+#include <tuple>
+
+#include "kernels/numeric.h"
+
+namespace gdn::delta_rule {
+
+// One device's forward and backward for each input type (float, double, bf16), and the scratch
+// each needs in accumulator elements. CUDA's scratch also depends on the bytes of an input
+// element (the fused kernels keep keys in the input type), which the CPU's ignores.
+template <class Problem, template <typename> class Fwd, template <typename> class Bwd>
+struct DeviceKernels {
+  template <typename T>
+  struct Pair {
+    Fwd<T> forward = nullptr;
+    Bwd<T> backward = nullptr;
+  };
+  std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
+  int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
+  int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
+  // The kernels take packed sequences (Problem::cu_seqlens) themselves; otherwise the entry
+  // points run a packed Problem one sequence at a time (kernels/gdr_split.h).
+  bool packed = false;
+
+  template <typename T>
+  const Pair<T>& of() const {
+    return std::get<Pair<T>>(typed);
+  }
+};
+
+// The CPU scratch does not depend on the input type.
+template <class Problem, int64_t (*Size)(const Problem&)>
+int64_t cpu_size(const Problem& p, int64_t /*in_bytes*/) {
+  return Size(p);
+}
+
+}  // namespace gdn::delta_rule
+
+// A family's CpuKernels of detail::NAME_forward / NAME_backward for every input type, with their
+// workspace sizes; every CPU kernel runs packed sequences (cu_seqlens) itself.
+#define GDN_DELTA_RULE_CPU_KERNELS(NAME)                                                           \
+  CpuKernels {                                                                                     \
+    {{&detail::NAME##_forward<float>, &detail::NAME##_backward<float>},                            \
+     {&detail::NAME##_forward<double>, &detail::NAME##_backward<double>},                          \
+     {&detail::NAME##_forward<bf16>, &detail::NAME##_backward<bf16>}},                             \
+        &::gdn::delta_rule::cpu_size<Problem, &detail::NAME##_forward_workspace>,                  \
+        &::gdn::delta_rule::cpu_size<Problem, &detail::NAME##_backward_workspace>, /*packed=*/true \
+  }
