@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "kernels/delta_rule_args.h"
 #include "kernels/numeric.h"
 
 namespace gdn::delta_rule {
@@ -30,6 +31,30 @@ struct DeviceKernels {
     return std::get<Pair<T>>(typed);
   }
 };
+
+// A family's kernel calls on the CPU (plain calls) and on CUDA (device pointers, run on `stream`,
+// a cudaStream_t).
+template <class Problem>
+struct CpuCalls {
+  template <typename T>
+  using Forward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&);
+  template <typename T>
+  using Backward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&);
+};
+template <class Problem>
+struct CudaCalls {
+  template <typename T>
+  using Forward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&,
+                           void* stream);
+  template <typename T>
+  using Backward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&, void* stream);
+};
+template <class Problem>
+using CpuKernels = DeviceKernels<Problem, CpuCalls<Problem>::template Forward,
+                                 CpuCalls<Problem>::template Backward>;
+template <class Problem>
+using CudaKernels = DeviceKernels<Problem, CudaCalls<Problem>::template Forward,
+                                  CudaCalls<Problem>::template Backward>;
 
 // The CPU scratch does not depend on the input type.
 template <class Problem, int64_t (*Size)(const Problem&)>

@@ -113,12 +113,9 @@ int64_t forward_workspace_elems(const Problem& p);
 int64_t backward_workspace_elems(const Problem& p);
 
 // The kernels' pointers (kernels/delta_rule_args.h).
-template <typename T>
-using Inputs = delta_rule::Inputs<T>;
-template <typename T>
-using ForwardOutputs = delta_rule::ForwardOutputs<T>;
-template <typename T>
-using BackwardArgs = delta_rule::BackwardArgs<T>;
+using delta_rule::BackwardArgs;
+using delta_rule::ForwardOutputs;
+using delta_rule::Inputs;
 
 // CPU implementations; T is float, double or bf16 (computes in acc_t<T>). The backward expects
 // the residual written by the forward of the same Problem.

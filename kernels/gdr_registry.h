@@ -17,22 +17,9 @@
 
 namespace gdn::gdr {
 
-// Kernels on the CPU: plain calls.
-template <typename T>
-using CpuForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&);
-template <typename T>
-using CpuBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&);
-// Kernels on CUDA: device pointers, run on `stream` (a cudaStream_t).
-template <typename T>
-using CudaForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&,
-                             void* stream);
-template <typename T>
-using CudaBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,
-                              void* stream);
-
 // Each entry's kernels per device (kernels/device_kernels.h).
-using CpuKernels = delta_rule::DeviceKernels<Problem, CpuForward, CpuBackward>;
-using CudaKernels = delta_rule::DeviceKernels<Problem, CudaForward, CudaBackward>;
+using CpuKernels = delta_rule::CpuKernels<Problem>;
+using CudaKernels = delta_rule::CudaKernels<Problem>;
 
 struct Implementation {
   const char* name;     // "chunked_fat"

@@ -71,12 +71,9 @@ int64_t forward_workspace_elems(const Problem& p);
 int64_t backward_workspace_elems(const Problem& p);
 
 // The kernels' pointers (kernels/delta_rule_args.h).
-template <typename T>
-using Inputs = delta_rule::Inputs<T>;
-template <typename T>
-using ForwardOutputs = delta_rule::ForwardOutputs<T>;
-template <typename T>
-using BackwardArgs = delta_rule::BackwardArgs<T>;
+using delta_rule::BackwardArgs;
+using delta_rule::ForwardOutputs;
+using delta_rule::Inputs;
 
 // CPU entry points (T: float, double, bf16; computes in acc_t<T>); they validate p and the
 // pointers, then run p.impl's registry entry. The backward expects the forward's residual.
@@ -102,21 +99,10 @@ double backward_flops(const Problem& p);
 
 // ---- the registry ------------------------------------------------------------------------------
 
-template <typename T>
-using CpuForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&);
-template <typename T>
-using CpuBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&);
-template <typename T>
-using CudaForward = void (*)(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&,
-                             void* stream);
-template <typename T>
-using CudaBackward = void (*)(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,
-                              void* stream);
-
 // Each entry's kernels per device (kernels/device_kernels.h); every kernel runs packed sequences
 // itself.
-using CpuKernels = delta_rule::DeviceKernels<Problem, CpuForward, CpuBackward>;
-using CudaKernels = delta_rule::DeviceKernels<Problem, CudaForward, CudaBackward>;
+using CpuKernels = delta_rule::CpuKernels<Problem>;
+using CudaKernels = delta_rule::CudaKernels<Problem>;
 
 struct Implementation {
   const char* name;     // "chunked"

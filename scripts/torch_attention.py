@@ -9,7 +9,6 @@ runs it alternately with `gdn bench --impls attention`, on PyPI's PyTorch (scrip
     $(scripts/torch_venv.sh) scripts/torch_attention.py --seq 2048 --heads 4 --dim 64 --out t.json
 """
 import argparse
-import json
 import math
 
 import os
@@ -19,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_peer import kernel_args, maybe_compile, time_calls, versions  # noqa: E402
+from torch_peer import kernel_args, maybe_compile, report, time_calls  # noqa: E402
 
 
 def math_attention(q, k, v, window=0):
@@ -71,13 +70,7 @@ def main():
     q, k, v = (torch.randn(shape, requires_grad=a.mode == "fwd_bwd") for _ in range(3))
 
     median, q1, q3 = time_calls(run, [q, k, v], a.mode, a.repeats, a.window)
-    row = {"impl": f"torch_{a.impl}" + ("_compile" if a.compile else ""), "mode": a.mode, "batch": a.batch, "heads": a.heads, "seq": a.seq,
-           "dk": a.dim, "dv": a.dim, "dtype": "float32", "window": a.window,
-           "median_ms": median, "q1_ms": q1, "q3_ms": q3, **versions()}
-    print(json.dumps(row))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(row, f, indent=1)
+    report(a, f"torch_{a.impl}", window=a.window, median_ms=median, q1_ms=q1, q3_ms=q3)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ itself against the fp64 recurrence on a small problem. scripts/bench_gdr_cpu.sh 
 alternately with `gdn bench --impls fused`, on PyPI's PyTorch (scripts/torch_venv.sh).
 """
 import argparse
-import json
 import os
 import sys
 
@@ -15,7 +14,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_chunked_floor import chunked, inputs, recurrent  # noqa: E402
-from torch_peer import kernel_args, maybe_compile, time_calls, versions  # noqa: E402
+from torch_peer import kernel_args, maybe_compile, report, time_calls  # noqa: E402
 
 
 def main():
@@ -31,14 +30,8 @@ def main():
     xs = [x.detach().requires_grad_(a.mode == "fwd_bwd") for x in (q, k, v, g, beta)]
 
     median, q1, q3 = time_calls(run, xs, a.mode, a.repeats, a.dim ** -0.5)
-    row = {"impl": "torch_chunked" + ("_compile" if a.compile else ""), "mode": a.mode,
-           "batch": a.batch, "heads": a.heads, "seq": a.seq, "dk": a.dim, "dv": a.dim,
-           "dtype": "float32", "chunk_size": 64, "median_ms": median, "q1_ms": q1, "q3_ms": q3,
-           "self_check_rel_err": err, **versions()}
-    print(json.dumps(row))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(row, f, indent=1)
+    report(a, "torch_chunked", chunk_size=64, median_ms=median, q1_ms=q1, q3_ms=q3,
+           self_check_rel_err=err)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,13 @@ docs/interop-fla.md: PYTHON=.venv-fla/bin/python).
 """
 import argparse
 import importlib.util
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_peer import kernel_args, maybe_compile, time_calls, versions  # noqa: E402
+from torch_peer import kernel_args, maybe_compile, report, time_calls  # noqa: E402
 
 
 def fla_naive():
@@ -57,14 +56,8 @@ def main():
     xs = [x.detach().requires_grad_(a.mode == "fwd_bwd")
           for x in inputs(a.batch, a.seq, a.heads, a.dim, torch.float32)]
     median, q1, q3 = time_calls(run, xs, a.mode, a.repeats)
-    row = {"impl": "torch_naive_chunk_kda" + ("_compile" if a.compile else ""), "mode": a.mode,
-           "batch": a.batch, "heads": a.heads, "seq": a.seq, "dk": a.dim, "dv": a.dim,
-           "dtype": "float32", "chunk_size": 64, "median_ms": median, "q1_ms": q1, "q3_ms": q3,
-           "self_check_rel_err": err, **versions()}
-    print(json.dumps(row))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(row, f, indent=1)
+    report(a, "torch_naive_chunk_kda", chunk_size=64, median_ms=median, q1_ms=q1, q3_ms=q3,
+           self_check_rel_err=err)
 
 
 if __name__ == "__main__":

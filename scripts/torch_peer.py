@@ -1,6 +1,7 @@
 """What the comparison scripts share about the PyTorch they race (scripts/torch_venv.sh): its
 version, BLAS, CPU capability and threads, how a model or function is compiled for it, and how a
 call is timed on the CPU."""
+import json
 import statistics
 import time
 
@@ -47,6 +48,18 @@ def time_calls(fn, inputs, mode, repeats, *args):
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     return statistics.median(times), times[len(times) // 4], times[(3 * len(times)) // 4]
+
+
+def report(a, impl, **fields):
+    """The bench's JSON row of a timed kernel (impl, "_compile" added when compiled; the shape of
+    kernel_args; then `fields` and versions()): printed, and written to --out when given."""
+    row = {"impl": impl + ("_compile" if a.compile else ""), "mode": a.mode, "batch": a.batch,
+           "heads": a.heads, "seq": a.seq, "dk": a.dim, "dv": a.dim, "dtype": "float32",
+           **fields, **versions()}
+    print(json.dumps(row))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(row, f, indent=1)
 
 
 def kernel_args(ap):
