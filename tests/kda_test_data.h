@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/kda.h"
@@ -25,6 +26,25 @@ struct Data {
 struct Result {
   Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
 };
+
+// A Problem of these sizes, scale K^-1/2; packed when cu (cu_seqlens) is given.
+inline Problem problem(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk,
+                       Impl impl, bool h0, bool ht, std::vector<int64_t> cu = {}) {
+  Problem p;
+  p.B = B;
+  p.T = T;
+  p.H = H;
+  p.HV = HV;
+  p.K = K;
+  p.V = V;
+  p.chunk = chunk;
+  p.scale = 1 / std::sqrt(double(K));
+  p.impl = impl;
+  p.has_h0 = h0;
+  p.want_ht = ht;
+  p.cu_seqlens = std::move(cu);
+  return p;
+}
 
 // q normal, k L2-normalised per head, v normal, beta = sigmoid(normal), g per channel uniform in
 // [g_min, 0] (fla's `kda` gates are -exp(A) softplus(...): log decays of any size <= 0).

@@ -89,30 +89,12 @@ Result run_cuda(const Problem& p, const Data& d) {
   return r;
 }
 
-Problem problem(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk,
-                bool h0, bool ht, std::vector<int64_t> cu = {}) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
-  p.impl = Impl::recurrent;
-  p.has_h0 = h0;
-  p.want_ht = ht;
-  p.cu_seqlens = std::move(cu);
-  return p;
-}
-
 TEST(CudaKda, EveryImplementationMatchesTheCpuFp64Reference) {
   const Problem shapes[] = {
-      problem(2, 75, 2, 4, 16, 12, 16, true, true),
-      problem(1, 100, 1, 2, 32, 20, 32, true, true, {0, 1, 40, 64, 100}),
-      problem(2, 33, 1, 1, 8, 40, 64, false, false),
-      problem(1, 130, 2, 2, 128, 128, 64, true, true),
+      problem(2, 75, 2, 4, 16, 12, 16, Impl::recurrent, true, true),
+      problem(1, 100, 1, 2, 32, 20, 32, Impl::recurrent, true, true, {0, 1, 40, 64, 100}),
+      problem(2, 33, 1, 1, 8, 40, 64, Impl::recurrent, false, false),
+      problem(1, 130, 2, 2, 128, 128, 64, Impl::recurrent, true, true),
   };
   for (const Problem& base : shapes)
     for (double g_min : {-0.2, -5.0, -5.1}) {
@@ -134,7 +116,7 @@ TEST(CudaKda, EveryImplementationMatchesTheCpuFp64Reference) {
 
 TEST(CudaKda, Deterministic) {
   for (const Implementation& impl : implementations()) {
-    Problem p = problem(1, 90, 2, 4, 64, 64, 32, true, true, {0, 30, 90});
+    Problem p = problem(1, 90, 2, 4, 64, 64, 32, Impl::recurrent, true, true, {0, 30, 90});
     p.impl = impl.impl;
     const Data d = make_data(p, -1, 4);
     const Result a = run_cuda<float>(p, d), b = run_cuda<float>(p, d);

@@ -22,24 +22,6 @@ namespace {
 
 using namespace test_data;
 
-Problem problem(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk,
-                Impl impl, bool h0, bool ht, std::vector<int64_t> cu = {}) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
-  p.impl = impl;
-  p.has_h0 = h0;
-  p.want_ht = ht;
-  p.cu_seqlens = std::move(cu);
-  return p;
-}
-
 Problem with_impl(Problem p, Impl impl) {
   p.impl = impl;
   return p;
