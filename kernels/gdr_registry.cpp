@@ -6,38 +6,29 @@
 
 #include "kernels/cpu/gdr_internal.h"
 #include "kernels/gdr_split.h"
+#include "kernels/registry_cuda.h"
 
 namespace gdn::gdr {
 
 namespace {
 
-#if defined(GDN_WITH_CUDA)
-const CudaKernels* cuda_of(Impl impl) {
-  return &cuda_kernels(impl);
-}
-#else
-const CudaKernels* cuda_of(Impl) {
-  return nullptr;
-}
-#endif
-
 std::vector<Implementation> make_table() {
   return {
       {"recurrent", Impl::recurrent, Residual::minimal, true,
        "the readable reference, one step at a time (fp64-capable)",
-       GDN_DELTA_RULE_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
+       GDN_DELTA_RULE_CPU_KERNELS(recurrent), delta_rule::cuda_of<CudaKernels>(Impl::recurrent)},
       {"chunked", Impl::chunked, Residual::minimal, true,
        "the WY/UT matmul form from GEMMs; saves the chunk-start states",
-       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), delta_rule::cuda_of<CudaKernels>(Impl::chunked)},
       {"chunked_fat", Impl::chunked, Residual::full, true,
        "chunked that also saves W, U and A of every chunk (memory for speed)",
-       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), delta_rule::cuda_of<CudaKernels>(Impl::chunked)},
       {"fused", Impl::fused, Residual::minimal, true,
        "one pass per (batch, head) with all chunk-local work in cache / shared memory",
-       GDN_DELTA_RULE_CPU_KERNELS(fused), cuda_of(Impl::fused)},
+       GDN_DELTA_RULE_CPU_KERNELS(fused), delta_rule::cuda_of<CudaKernels>(Impl::fused)},
       {"ssd", Impl::ssd, Residual::minimal, false,
        "scalar-decay linear attention without the delta rule (a baseline)",
-       GDN_DELTA_RULE_CPU_KERNELS(ssd), cuda_of(Impl::ssd)},
+       GDN_DELTA_RULE_CPU_KERNELS(ssd), delta_rule::cuda_of<CudaKernels>(Impl::ssd)},
   };
 }
 

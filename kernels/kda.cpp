@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/cpu/kda_internal.h"
+#include "kernels/registry_cuda.h"
 
 namespace gdn::kda {
 
@@ -91,23 +92,13 @@ double backward_flops(const Problem& p) {
 
 namespace {
 
-#if defined(GDN_WITH_CUDA)
-const CudaKernels* cuda_of(Impl impl) {
-  return &cuda_kernels(impl);
-}
-#else
-const CudaKernels* cuda_of(Impl) {
-  return nullptr;
-}
-#endif
-
 std::vector<Implementation> make_table() {
   return {
       {"recurrent", Impl::recurrent, "the readable reference, one step at a time (fp64-capable)",
-       GDN_DELTA_RULE_CPU_KERNELS(recurrent), cuda_of(Impl::recurrent)},
+       GDN_DELTA_RULE_CPU_KERNELS(recurrent), delta_rule::cuda_of<CudaKernels>(Impl::recurrent)},
       {"chunked", Impl::chunked,
        "the WY/UT matmul form with per-channel decays relative to sub-chunk reference rows",
-       GDN_DELTA_RULE_CPU_KERNELS(chunked), cuda_of(Impl::chunked)},
+       GDN_DELTA_RULE_CPU_KERNELS(chunked), delta_rule::cuda_of<CudaKernels>(Impl::chunked)},
   };
 }
 
