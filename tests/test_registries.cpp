@@ -111,8 +111,10 @@ TEST(TokenMixers, TheModelBuildsEachLayerFromTheTable) {
   EXPECT_TRUE(nn::is_mixer_kernel_op("gated_delta_rule"));
   EXPECT_FALSE(nn::is_mixer_kernel_op("rms_norm"));
   const std::string e = error_of([] { nn::find_token_mixer("mamba"); });
-  EXPECT_NE(e.find("unknown token mixer 'mamba' (known: gated_deltanet, kimi_delta_attention, attention)"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "unknown token mixer 'mamba' (known: gated_deltanet, kimi_delta_attention, attention)"),
+      std::string::npos)
       << e;
 }
 

@@ -39,5 +39,4 @@ bool names_a_file(const std::string& name);
 std::unique_ptr<Tokenizer> open_named_tokenizer(const std::string& name,
                                                 const SpecialTokens& specials = {});
 
-
 }  // namespace gdn::data
