@@ -298,7 +298,8 @@ TEST(LossMask, StepLossAndGradientsAreTheMeanOverScoredTargetsAcrossMicroBatches
   ASSERT_EQ(counts, (std::vector<int64_t>{10, 30, 8}));
 
   auto a = fp64_model(), ref = fp64_model();
-  const double loss = train::accumulate_step_gradients(*a, batches, Device::cpu(), 48.0, 1, true);
+  const double loss =
+      train::accumulate_step_gradients(*a, batches, counts, Device::cpu(), 48.0, 1, true);
   Tensor want = reference_loss(*ref, batches);
   want.backward();
   EXPECT_NEAR(loss, want.item(), 1e-13 * std::abs(want.item()));

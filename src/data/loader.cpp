@@ -37,7 +37,8 @@ void fill_rows(const Shard& shard, const std::vector<int64_t>& starts, int64_t s
     std::copy(tok + r * width + 1, tok + (r + 1) * width, tgt + r * seq_len);
     if (!mask) continue;
     // A target is scored where the mask flags its token (the one at t + 1).
-    scored = mask->read(starts[size_t(r)], width);
+    scored.resize(size_t(width));
+    mask->read(starts[size_t(r)], width, scored.data());
     for (int64_t t = 0; t < seq_len; ++t)
       if (!scored[size_t(t + 1)]) tgt[r * seq_len + t] = T(-100);
   }

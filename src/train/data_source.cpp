@@ -225,8 +225,18 @@ void ensure_prepared(const RunConfig& cfg, const std::string& dir, int rank) {
 }  // namespace
 
 int64_t scored_targets(const data::Batch& b) {
+  const Tensor& t = b.targets;
+  const bool host = t.device().is_cpu() && t.is_contiguous();
+  auto count = [](const auto* p, int64_t len) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < len; ++i) n += p[i] != -100;
+    return n;
+  };
+  // The loaders' int32 / int64 host targets are counted in place (every step, every batch).
+  if (host && t.dtype() == DType::int32) return count(t.data<int32_t>(), t.numel());
+  if (host && t.dtype() == DType::int64) return count(t.data<int64_t>(), t.numel());
   int64_t n = 0;
-  for (double t : b.targets.to_vector()) n += t != -100;
+  for (double v : t.to_vector()) n += v != -100;
   return n;
 }
 
@@ -237,15 +247,17 @@ Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device
 }
 
 double accumulate_step_gradients(const nn::CausalLM& model, const std::vector<data::Batch>& batches,
-                                 Device device, double scored_total, int world_size,
-                                 bool stop_at_nonfinite,
+                                 const std::vector<int64_t>& scored, Device device,
+                                 double scored_total, int world_size, bool stop_at_nonfinite,
                                  const std::function<void()>& before_last_backward) {
+  GDN_CHECK(scored.size() == batches.size(), "accumulate_step_gradients: ", scored.size(),
+            " scored counts for ", batches.size(), " micro-batches");
   const double all = std::max(scored_total, 1.0);
   double loss_sum = 0;
   for (size_t m = 0; m < batches.size(); ++m) {
     trace::Span forward_span("phase", "forward");
     Tensor loss = batch_loss(model, batches[m], device);
-    const double lv = loss.item(), n = double(scored_targets(batches[m]));
+    const double lv = loss.item(), n = double(scored[m]);
     forward_span.end();
     loss_sum += lv * (n / all);
     if (!std::isfinite(lv) && stop_at_nonfinite) break;

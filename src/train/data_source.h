@@ -57,15 +57,16 @@ int64_t scored_targets(const data::Batch& b);
 Tensor batch_loss(const nn::CausalLM& model, const data::Batch& b, Device device);
 
 // Forward and backward of one step's micro-batches: micro-batch m's mean loss is scaled by
-// n_m * W / N (n_m its scored targets, N = scored_total those of the whole step over all W ranks,
+// n_m * W / N (n_m = scored[m] its scored targets, scored_targets(batches[m]) counted once by the
+// caller; N = scored_total those of the whole step over all W ranks,
 // W as the gradient reducer averages over ranks), so the gradients sum to those of the mean loss
 // over every scored target of the step, as if the unscored ones were absent (unmasked, every n_m
 // is equal and the scale is 1 / grad_accum). before_last_backward runs just before the last
 // backward. Returns this rank's share of the step's mean loss; with stop_at_nonfinite it stops
 // at the first non-finite loss (the step is skipped anyway).
 double accumulate_step_gradients(const nn::CausalLM& model, const std::vector<data::Batch>& batches,
-                                 Device device, double scored_total, int world_size,
-                                 bool stop_at_nonfinite,
+                                 const std::vector<int64_t>& scored, Device device,
+                                 double scored_total, int world_size, bool stop_at_nonfinite,
                                  const std::function<void()>& before_last_backward = {});
 
 // The data directory a run uses (data.dir, or RUN_DIR/data).

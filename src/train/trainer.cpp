@@ -137,20 +137,22 @@ double Trainer::train_step() {
   zero_grads();
   zero_span.end();
   std::vector<data::Batch> batches;
-  std::vector<double> scored{0};  // targets scored by the step, over every rank
+  std::vector<int64_t> scored;   // each micro-batch's scored targets
+  std::vector<double> total{0};  // the step's, over every rank
   trace::Span data_span("phase", "data");
   for (int64_t m = 0; m < cfg_.train.grad_accum; ++m) {
     batches.push_back(data_->next());
-    scored[0] += double(scored_targets(batches.back()));
+    scored.push_back(scored_targets(batches.back()));
+    total[0] += double(scored.back());
   }
-  if (world_size() > 1) comm_->all_reduce_host(scored);
+  if (world_size() > 1) comm_->all_reduce_host(total);
   data_span.end();
   // With several ranks every backward must run (collectives), finite or not.
-  double loss_sum = accumulate_step_gradients(*model_, batches, device_, scored[0], world_size(),
-                                              /*stop_at_nonfinite=*/!reducer_, [&] {
-                                                if (reducer_)
-                                                  reducer_->arm();  // starts the all-reduces
-                                              });
+  double loss_sum =
+      accumulate_step_gradients(*model_, batches, scored, device_, total[0], world_size(),
+                                /*stop_at_nonfinite=*/!reducer_, [&] {
+                                  if (reducer_) reducer_->arm();  // starts the all-reduces
+                                });
   if (reducer_) reducer_->finish();
   state_.data_step = data_->position();
   if (world_size() > 1) {
