@@ -89,6 +89,24 @@ __device__ __forceinline__ A warp_max(A v) {
   return v;
 }
 
+// Loads rows [tok, tok + rows) of head `head` of a [tokens, heads, D] tensor (block-wide).
+template <typename T, typename A>
+__device__ __forceinline__ void load_head_rows(const T* x, int64_t tok, int64_t heads, int64_t head,
+                                               int64_t rows, int64_t D, int64_t ld, A* dst) {
+  load_tile(x + (tok * heads + head) * D, heads * D, rows, D, ld, dst);
+}
+
+// Calls f(jj, i, d) for this thread's elements e = threadIdx.x + jj kThreads < rows D of a
+// [rows, D] tile (row i, column d): the register accumulators' element map.
+template <typename A, typename F>
+__device__ __forceinline__ void for_own_elems(int64_t rows, int64_t D, F f) {
+#pragma unroll
+  for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
+    const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
+    if (e < rows * D) f(jj, div32(e, D), mod32(e, D));
+  }
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 
 // Shared memory: a = Q, b = K, c = V, s = S then P, t = the rescale factor per row (first bt
@@ -105,21 +123,19 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args<T> a) {
   const int64_t r0 = ts.start, br = imin(bt, ts.len - r0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  load_tile(a.q + ((ts.tok0 + r0) * a.H + h) * D, a.H * D, br, D, L.ld, sq);
+  load_head_rows(a.q, ts.tok0 + r0, a.H, h, br, D, L.ld, sq);
   if (threadIdx.x < br) {
     m[threadIdx.x] = -std::numeric_limits<A>::infinity();
     l[threadIdx.x] = 0;
   }
-  A acc[kMaxPerThread<A>];
-#pragma unroll
-  for (int j = 0; j < kMaxPerThread<A>; ++j) acc[j] = 0;
+  A acc[kMaxPerThread<A>] = {};
 
   const TileRange keys = key_tiles_seen(a.window, bt, r0, br);
   for (int64_t c = keys.first; c <= keys.last; ++c) {
     const int64_t c0 = c * bt, bc = imin(bt, ts.len - c0);
     __syncthreads();  // the previous key tile's K, V, P are no longer read
-    load_tile(a.k + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sk);
-    load_tile(a.v + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sv);
+    load_head_rows(a.k, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sk);
+    load_head_rows(a.v, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sv);
     __syncthreads();
     // S_ij = scale q_i . k_j where query r0 + i sees key c0 + j (other entries are not read).
     for (int64_t e = threadIdx.x; e < br * bt; e += kThreads) {
@@ -156,26 +172,16 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args<T> a) {
     }
     __syncthreads();
     // O_id = O_id f_i + sum_j P_ij V_jd.
-#pragma unroll
-    for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-      const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-      if (e < br * D) {
-        const int64_t i = div32(e, D), d = mod32(e, D);
-        A o = acc[jj] * fac[i];
-        for (int64_t j = 0; j < bc; ++j) o += ss[i * L.lds + j] * sv[j * L.ld + d];
-        acc[jj] = o;
-      }
-    }
+    for_own_elems<A>(br, D, [&](int jj, int64_t i, int64_t d) {
+      A o = acc[jj] * fac[i];
+      for (int64_t j = 0; j < bc; ++j) o += ss[i * L.lds + j] * sv[j * L.ld + d];
+      acc[jj] = o;
+    });
   }
   // m and l are final (written before the last barrier). Each query sees itself, so l > 0.
-#pragma unroll
-  for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-    const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-    if (e < br * D) {
-      const int64_t i = div32(e, D), d = mod32(e, D);
-      a.out_o[((ts.tok0 + r0 + i) * a.H + h) * D + d] = from_acc<T>((A(1) / l[i]) * acc[jj]);
-    }
-  }
+  for_own_elems<A>(br, D, [&](int jj, int64_t i, int64_t d) {
+    a.out_o[((ts.tok0 + r0 + i) * a.H + h) * D + d] = from_acc<T>((A(1) / l[i]) * acc[jj]);
+  });
   if (threadIdx.x < br) {
     const int64_t i = threadIdx.x;
     a.lse[stat_index(a.T_, a.H, ts.tok0 + r0 + i, h)] = m[i] + acc_log(l[i]);
@@ -245,50 +251,38 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Args<T> a) {
   const int64_t kv = blockIdx.y, D = a.D, bt = a.bt;
   const int64_t c0 = ts.start, bc = imin(bt, ts.len - c0);
 
-  load_tile(a.k + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sk);
-  load_tile(a.v + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sv);
-  A dk[kMaxPerThread<A>], dv[kMaxPerThread<A>];
-#pragma unroll
-  for (int j = 0; j < kMaxPerThread<A>; ++j) dk[j] = dv[j] = 0;
+  load_head_rows(a.k, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sk);
+  load_head_rows(a.v, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sv);
+  A dk[kMaxPerThread<A>] = {}, dv[kMaxPerThread<A>] = {};
 
   const TileRange queries = query_tiles_seeing(a.window, bt, c0, bc, ts.len);
   for (int64_t h = kv * a.group; h < (kv + 1) * a.group; ++h)
     for (int64_t r = queries.first; r <= queries.last; ++r) {
       const int64_t r0 = r * bt, br = imin(bt, ts.len - r0);
       __syncthreads();  // the previous query tile's Q, dO, P, dS are no longer read
-      load_tile(a.q + ((ts.tok0 + r0) * a.H + h) * D, a.H * D, br, D, L.ld, sq);
-      load_tile(a.d_o + ((ts.tok0 + r0) * a.H + h) * D, a.H * D, br, D, L.ld, sdo);
+      load_head_rows(a.q, ts.tok0 + r0, a.H, h, br, D, L.ld, sq);
+      load_head_rows(a.d_o, ts.tok0 + r0, a.H, h, br, D, L.ld, sdo);
       load_stats(a, ts.tok0 + r0, br, h, slse, sdelta);
       __syncthreads();
       probs_and_score_grads(L, a.window, a.scale, D, bt, r0, br, c0, bc, sq, sdo, sk, sv, slse,
                             sdelta, sp, sds);
       __syncthreads();
       // dV_jd += sum_i P_ij dO_id,  dK_jd += scale sum_i dS_ij Q_id.
-#pragma unroll
-      for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-        const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-        if (e < bc * D) {
-          const int64_t j = div32(e, D), d = mod32(e, D);
-          A sv_acc = dv[jj], sk_acc = 0;
-          for (int64_t i = 0; i < br; ++i) {
-            sv_acc += sp[i * L.lds + j] * sdo[i * L.ld + d];
-            sk_acc += sds[i * L.lds + j] * sq[i * L.ld + d];
-          }
-          dv[jj] = sv_acc;
-          dk[jj] += a.scale * sk_acc;
+      for_own_elems<A>(bc, D, [&](int jj, int64_t j, int64_t d) {
+        A sv_acc = dv[jj], sk_acc = 0;
+        for (int64_t i = 0; i < br; ++i) {
+          sv_acc += sp[i * L.lds + j] * sdo[i * L.ld + d];
+          sk_acc += sds[i * L.lds + j] * sq[i * L.ld + d];
         }
-      }
+        dv[jj] = sv_acc;
+        dk[jj] += a.scale * sk_acc;
+      });
     }
-#pragma unroll
-  for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-    const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-    if (e < bc * D) {
-      const int64_t j = div32(e, D), d = mod32(e, D),
-                    at = ((ts.tok0 + c0 + j) * a.HKV + kv) * D + d;
-      a.dk[at] = from_acc<T>(dk[jj]);
-      a.dv[at] = from_acc<T>(dv[jj]);
-    }
-  }
+  for_own_elems<A>(bc, D, [&](int jj, int64_t j, int64_t d) {
+    const int64_t at = ((ts.tok0 + c0 + j) * a.HKV + kv) * D + d;
+    a.dk[at] = from_acc<T>(dk[jj]);
+    a.dv[at] = from_acc<T>(dv[jj]);
+  });
 }
 
 // dQ of one query tile of one query head. Shared memory: a = Q, b = dO, c = K, d = V, t = dS,
@@ -304,43 +298,31 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Args<T> a) {
   const int64_t h = blockIdx.y, kv = div32(h, a.group), D = a.D, bt = a.bt;
   const int64_t r0 = ts.start, br = imin(bt, ts.len - r0);
 
-  load_tile(a.q + ((ts.tok0 + r0) * a.H + h) * D, a.H * D, br, D, L.ld, sq);
-  load_tile(a.d_o + ((ts.tok0 + r0) * a.H + h) * D, a.H * D, br, D, L.ld, sdo);
+  load_head_rows(a.q, ts.tok0 + r0, a.H, h, br, D, L.ld, sq);
+  load_head_rows(a.d_o, ts.tok0 + r0, a.H, h, br, D, L.ld, sdo);
   load_stats(a, ts.tok0 + r0, br, h, slse, sdelta);
-  A dq[kMaxPerThread<A>];
-#pragma unroll
-  for (int j = 0; j < kMaxPerThread<A>; ++j) dq[j] = 0;
+  A dq[kMaxPerThread<A>] = {};
 
   const TileRange keys = key_tiles_seen(a.window, bt, r0, br);
   for (int64_t c = keys.first; c <= keys.last; ++c) {
     const int64_t c0 = c * bt, bc = imin(bt, ts.len - c0);
     __syncthreads();  // the previous key tile's K, V, dS are no longer read
-    load_tile(a.k + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sk);
-    load_tile(a.v + ((ts.tok0 + c0) * a.HKV + kv) * D, a.HKV * D, bc, D, L.ld, sv);
+    load_head_rows(a.k, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sk);
+    load_head_rows(a.v, ts.tok0 + c0, a.HKV, kv, bc, D, L.ld, sv);
     __syncthreads();
     probs_and_score_grads(L, a.window, a.scale, D, bt, r0, br, c0, bc, sq, sdo, sk, sv, slse,
                           sdelta, static_cast<A*>(nullptr), sds);
     __syncthreads();
     // dQ_id += scale sum_j dS_ij K_jd.
-#pragma unroll
-    for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-      const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-      if (e < br * D) {
-        const int64_t i = div32(e, D), d = mod32(e, D);
-        A s = 0;
-        for (int64_t j = 0; j < bc; ++j) s += sds[i * L.lds + j] * sk[j * L.ld + d];
-        dq[jj] += a.scale * s;
-      }
-    }
+    for_own_elems<A>(br, D, [&](int jj, int64_t i, int64_t d) {
+      A s = 0;
+      for (int64_t j = 0; j < bc; ++j) s += sds[i * L.lds + j] * sk[j * L.ld + d];
+      dq[jj] += a.scale * s;
+    });
   }
-#pragma unroll
-  for (int jj = 0; jj < kMaxPerThread<A>; ++jj) {
-    const int64_t e = threadIdx.x + int64_t(jj) * kThreads;
-    if (e < br * D) {
-      const int64_t i = div32(e, D), d = mod32(e, D);
-      a.dq[((ts.tok0 + r0 + i) * a.H + h) * D + d] = from_acc<T>(dq[jj]);
-    }
-  }
+  for_own_elems<A>(br, D, [&](int jj, int64_t i, int64_t d) {
+    a.dq[((ts.tok0 + r0 + i) * a.H + h) * D + d] = from_acc<T>(dq[jj]);
+  });
 }
 
 // ---- host ---------------------------------------------------------------------------------------
@@ -352,9 +334,13 @@ Plan plan_of(const Problem& p, int64_t acc_bytes) {
   return plan;
 }
 
-// The kernels' arguments, with the tile table copied into the workspace's front (packed).
+// The kernels' arguments (after checking p), with the tile table copied into the workspace's
+// front (packed).
 template <typename T>
 Args<T> args_of(const Problem& p, acc_t<T>* workspace, cudaStream_t stream) {
+  validate(p);
+  if (!fits_int32(p))
+    throw std::invalid_argument("attn: CUDA kernels need B T H < 2^31 (index math in 32 bits)");
   const Plan plan = plan_of(p, sizeof(acc_t<T>));
   Args<T> a{};
   a.T_ = p.T;
@@ -403,9 +389,6 @@ int64_t cuda_backward_workspace_elems(const Problem& p) {
 template <typename T>
 void forward_cuda(const Problem& p, const T* q, const T* k, const T* v, T* o, acc_t<T>* lse,
                   acc_t<T>* workspace, void* stream) {
-  validate(p);
-  if (!fits_int32(p))
-    throw std::invalid_argument("attn: CUDA kernels need B T H < 2^31 (index math in 32 bits)");
   const cudaStream_t s = gdn::cuda::as_stream(stream);
   Args<T> a = args_of<T>(p, workspace, s);
   a.q = q;
@@ -422,9 +405,6 @@ template <typename T>
 void backward_cuda(const Problem& p, const T* q, const T* k, const T* v, const T* o,
                    const acc_t<T>* lse, const T* d_o, T* dq, T* dk, T* dv, acc_t<T>* workspace,
                    void* stream) {
-  validate(p);
-  if (!fits_int32(p))
-    throw std::invalid_argument("attn: CUDA kernels need B T H < 2^31 (index math in 32 bits)");
   const cudaStream_t s = gdn::cuda::as_stream(stream);
   Args<T> a = args_of<T>(p, workspace, s);
   a.q = q;

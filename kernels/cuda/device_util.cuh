@@ -1,13 +1,14 @@
 // Device helpers shared by the CUDA kernels of reduce.cu, nn.cu, gemm.cu and gdr_*.cu: error
-// checks that throw (kernels know nothing of src/core), library handles per stream, exp in the
-// accumulator type, and deterministic warp and block reductions (a fixed tree, never atomics: the
-// same input gives the same bits on every run).
+// checks that throw (kernels know nothing of src/core), library handles per stream,
+// exp/log/rsqrt/cos/sin in the accumulator type, and deterministic warp and block reductions (a
+// fixed tree, never atomics: the same input gives the same bits on every run).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/numeric.h"
@@ -60,24 +61,24 @@ Handle handle_per_stream(cudaStream_t stream, const Create& create) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
-__device__ __forceinline__ float acc_exp(float x) {
-  return expf(x);
-}
-__device__ __forceinline__ double acc_exp(double x) {
-  return exp(x);
-}
-__device__ __forceinline__ float acc_log(float x) {
-  return logf(x);
-}
-__device__ __forceinline__ double acc_log(double x) {
-  return log(x);
-}
-__device__ __forceinline__ float acc_rsqrt(float x) {
-  return 1.0f / sqrtf(x);
-}
-__device__ __forceinline__ double acc_rsqrt(double x) {
-  return 1.0 / sqrt(x);
-}
+// acc_exp, acc_log, acc_rsqrt, acc_cos, acc_sin: the math function of the accumulator type A
+// (float or double; the fp32 one for float, never a silent widening).
+#define GDN_ACC_MATH(name, f32, f64)                                      \
+  template <typename A>                                                   \
+  __device__ __forceinline__ A name(A x) {                                \
+    static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>,  \
+                  #name " takes the accumulator type (float or double)"); \
+    if constexpr (std::is_same_v<A, float>)                               \
+      return f32(x);                                                      \
+    else                                                                  \
+      return f64(x);                                                      \
+  }
+GDN_ACC_MATH(acc_exp, expf, exp)
+GDN_ACC_MATH(acc_log, logf, log)
+GDN_ACC_MATH(acc_rsqrt, 1.0f / sqrtf, 1.0 / sqrt)
+GDN_ACC_MATH(acc_cos, cosf, cos)
+GDN_ACC_MATH(acc_sin, sinf, sin)
+#undef GDN_ACC_MATH
 
 // Sum over the 32 lanes of a warp (butterfly, a fixed order); every lane gets the result.
 template <typename A>

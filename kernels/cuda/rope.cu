@@ -19,18 +19,8 @@ namespace gdn::rope {
 
 namespace {
 
-__device__ __forceinline__ float acc_cos(float x) {
-  return cosf(x);
-}
-__device__ __forceinline__ double acc_cos(double x) {
-  return cos(x);
-}
-__device__ __forceinline__ float acc_sin(float x) {
-  return sinf(x);
-}
-__device__ __forceinline__ double acc_sin(double x) {
-  return sin(x);
-}
+using gdn::cuda::acc_cos;
+using gdn::cuda::acc_sin;
 
 struct Dims {
   int64_t T, H, D, half, offset, pairs;
