@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/delta_rule_args.h"
+#include "kernels/delta_rule_problem.h"
 #include "kernels/enum_table.h"
 #include "kernels/numeric.h"
 
@@ -55,36 +56,19 @@ Impl parse_impl(const std::string& name);
 Residual parse_residual(const std::string& name);
 
 // Every field of a Problem but its packing: what each sequence of a packed Problem shares with
-// it (detail::sequence_problem copies this part only).
-struct ProblemShape {
-  int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
-  int chunk = 64;    // chunk size C: 16, 32 or 64
-  double scale = 0;  // resolved by the caller; 0 is not allowed
+// it (detail::sequence_problem copies this part only). The sizes and states are every delta-rule
+// family's (kernels/delta_rule_problem.h).
+struct ProblemShape : delta_rule::Sizes {
   Impl impl = Impl::chunked;
   Residual residual = Residual::minimal;
-  bool has_h0 = false;   // an initial state is given
-  bool want_ht = false;  // the final state is written
   // CUDA fused kernels only: the V tile and the kernels' chunk (0: the plan's choice; 16, 32 or
   // 64 force one: model.fused_vt, model.fused_sub; the kernel lab's variants).
   int64_t fused_vt = 0, fused_sub = 0;
 };
 
-struct Problem : ProblemShape {
-  // Packed sequences (fla's cu_seqlens, N + 1 offsets, 0 = cu[0] < cu[1] < ... < cu[N] = T,
-  // B = 1); empty: B sequences of T tokens each. Host memory: the CUDA entry points copy what
-  // their kernels need into the workspace.
-  std::vector<int64_t> cu_seqlens;
-  bool packed() const { return !cu_seqlens.empty(); }
-  // Sequences: the rows of h0, ht, dht, dh0.
-  int64_t num_seqs() const { return packed() ? int64_t(cu_seqlens.size()) - 1 : B; }
-  // Chunks of one unpacked row (T / C rounded up); with packing see Sequences.
-  int64_t num_chunks() const { return (T + chunk - 1) / chunk; }
-  // Chunks of every sequence together: each sequence is chunked from its own first token, so no
-  // chunk holds two sequences (fla's chunk_indices), and a sequence of L tokens has L / C
-  // rounded up. B * num_chunks() without packing.
-  int64_t total_chunks() const;
-  int64_t group() const { return HV / H; }  // value heads per key head
-};
+// A ProblemShape with packed sequences (delta_rule::Packed: cu_seqlens, packed(), num_seqs(),
+// total_chunks()).
+struct Problem : delta_rule::Packed<ProblemShape> {};
 
 // The sequences of a Problem as offsets over the B * T tokens and over all chunks.
 struct Sequences {
@@ -102,41 +86,19 @@ Sequences sequences(const Problem& p);
 // 2 offsets 0 = cu[0] < cu[1] < ... < cu[N] = T with B = 1.
 void validate_cu_seqlens(const std::vector<int64_t>& cu, int64_t B, int64_t T);
 
-// Throws std::invalid_argument naming what is wrong (sizes, divisibility, chunk size, scale,
-// cu_seqlens).
-void validate(const Problem& p);
-
-// Acc elements the forward saves for the backward (beyond the inputs and outputs).
-int64_t residual_elems(const Problem& p);
-// Acc elements of scratch the forward / backward need while they run (freed after).
-int64_t forward_workspace_elems(const Problem& p);
-int64_t backward_workspace_elems(const Problem& p);
-
-// The kernels' pointers (kernels/delta_rule_args.h).
-using delta_rule::BackwardArgs;
-using delta_rule::ForwardOutputs;
-using delta_rule::Inputs;
-
-// CPU implementations; T is float, double or bf16 (computes in acc_t<T>). The backward expects
-// the residual written by the forward of the same Problem.
-template <typename T>
-void forward_cpu(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out);
-template <typename T>
-void backward_cpu(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
-
-#if defined(GDN_WITH_CUDA)
-// CUDA implementations (same contract; pointers are device pointers; runs on `stream`).
-template <typename T>
-void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                  void* stream);
-template <typename T>
-void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                   void* stream);
-#endif
+// validate, residual_elems, the workspace sizes, the CPU and CUDA entry points
+// (kernels/delta_rule_problem.h). Each implementation is sized and run through its registry
+// entry.
+GDN_DELTA_RULE_DECLARE_API
 
 // The FLOP counts of docs/design.md ("The gated delta rule") per token-head, for GFLOP/s and
-// fraction of peak.
-double forward_flops(const Problem& p);
-double backward_flops(const Problem& p);
+// fraction of peak: forward 6KV + C(6K + 4V) + C^2/3, backward 16KV + C(18K + 10V) + 4C^2. The
+// same count is used for every implementation (ssd included) so GFLOP/s compare run times.
+inline double forward_flops(const Problem& p) {
+  return delta_rule::flops(p, {6, 6, 4, 1, 3});
+}
+inline double backward_flops(const Problem& p) {
+  return delta_rule::flops(p, {16, 18, 10, 4, 1});
+}
 
 }  // namespace gdn::gdr

@@ -1,12 +1,9 @@
-// The Kimi Delta Attention API (kernels/kda.h): names, validation, sizes, FLOP counts, the table
+// The Kimi Delta Attention API (kernels/kda.h): names, validation, sizes, the table
 // of implementations and the entry points, which check their arguments and run an entry.
 #include "kernels/kda.h"
 
-#include <cmath>
-#include <initializer_list>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "kernels/cpu/kda_internal.h"
 #include "kernels/registry_cuda.h"
@@ -26,42 +23,16 @@ Impl parse_impl(const std::string& name) {
 
 gdr::Problem Problem::as_gdr() const {
   gdr::Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = scale;
-  p.has_h0 = has_h0;
-  p.want_ht = want_ht;
+  static_cast<delta_rule::Sizes&>(p) = *this;
   p.cu_seqlens = cu_seqlens;
   return p;
 }
 
 void validate(const Problem& p) {
-  const std::pair<const char*, int64_t> sizes[] = {{"B", p.B},   {"T", p.T}, {"H", p.H},
-                                                   {"HV", p.HV}, {"K", p.K}, {"V", p.V}};
-  for (const auto& [name, value] : sizes)
-    if (value < 1) fail(std::string(name) + " must be >= 1, got " + std::to_string(value));
-  if (p.HV % p.H != 0)
-    fail("HV (" + std::to_string(p.HV) + ") must be a multiple of H (" + std::to_string(p.H) + ")");
-  if (p.chunk != 16 && p.chunk != 32 && p.chunk != 64)
-    fail("chunk size " + std::to_string(p.chunk) + " is not supported (expected 16, 32 or 64)");
-  if (p.K > 256) fail("K = " + std::to_string(p.K) + " exceeds the maximum key head dim 256");
-  if (p.V > 512) fail("V = " + std::to_string(p.V) + " exceeds the maximum value head dim 512");
-  if (!std::isfinite(p.scale) || p.scale == 0)
-    fail("scale must be finite and nonzero, got " + std::to_string(p.scale));
+  delta_rule::check_sizes(p, fail);
   if (std::string(impl_name(p.impl)) == "unknown")
     fail("unknown implementation id " + std::to_string(int(p.impl)));
-  if (p.packed()) {
-    try {
-      gdr::validate_cu_seqlens(p.cu_seqlens, p.B, p.T);
-    } catch (const std::invalid_argument& e) {
-      fail(std::string(e.what()).substr(5));  // drop gdr's "gdr: " prefix
-    }
-  }
+  if (p.packed()) delta_rule::check_cu_seqlens(p.cu_seqlens, p.B, p.T, fail);
 }
 
 int64_t residual_elems(const Problem& p) {
@@ -74,18 +45,6 @@ int64_t forward_workspace_elems(const Problem& p) {
 
 int64_t backward_workspace_elems(const Problem& p) {
   return implementation_of(p).cpu_backward_workspace(p);
-}
-
-// Per token-head (docs/design.md 4.11): forward 6KV + C(2K + 2V) + C^2/3, backward
-// 14KV + C(6K + 5V) + C^2/3.
-double forward_flops(const Problem& p) {
-  const double K = double(p.K), V = double(p.V), C = double(p.chunk);
-  return double(p.B) * double(p.T) * double(p.HV) * (6 * K * V + C * (2 * K + 2 * V) + C * C / 3);
-}
-
-double backward_flops(const Problem& p) {
-  const double K = double(p.K), V = double(p.V), C = double(p.chunk);
-  return double(p.B) * double(p.T) * double(p.HV) * (14 * K * V + C * (6 * K + 5 * V) + C * C / 3);
 }
 
 // ---- the registry ------------------------------------------------------------------------------
@@ -152,16 +111,6 @@ const Implementation& implementation_of(const Problem& p) {
 }
 
 // ---- entry points ------------------------------------------------------------------------------
-
-namespace detail {
-
-void require(std::initializer_list<Required> pointers, const Problem& p, const char* device) {
-  for (const Required& r : pointers)
-    if (r.needed && !r.ptr)
-      fail(std::string(r.what) + " is null (impl " + impl_name(p.impl) + ", " + device + ")");
-}
-
-}  // namespace detail
 
 template <typename T>
 void forward_cpu(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/delta_rule_problem.h"
 #include "kernels/device_kernels.h"
 #include "kernels/enum_table.h"
 #include "kernels/gated_delta_rule.h"
@@ -38,64 +39,35 @@ inline const char* impl_name(Impl impl) {
 // Throws std::invalid_argument naming the value and the choices.
 Impl parse_impl(const std::string& name);
 
-struct Problem {
-  int64_t B = 1, T = 1, H = 1, HV = 1, K = 64, V = 64;
-  int chunk = 64;    // chunk size C: 16, 32 or 64 (also the recurrent kernel's checkpoint interval)
-  double scale = 0;  // resolved by the caller; 0 is not allowed
+// Every field of a Problem but its packing: the sizes and states every delta-rule family has
+// (kernels/delta_rule_problem.h; chunk is also the recurrent kernel's checkpoint interval) and the
+// implementation.
+struct ProblemShape : delta_rule::Sizes {
   Impl impl = Impl::chunked;
-  bool has_h0 = false;   // an initial state is given
-  bool want_ht = false;  // the final state is written
-  // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1); empty:
-  // B sequences of T tokens.
-  std::vector<int64_t> cu_seqlens;
+};
 
-  bool packed() const { return !cu_seqlens.empty(); }
-  int64_t num_seqs() const { return packed() ? int64_t(cu_seqlens.size()) - 1 : B; }
-  int64_t group() const { return HV / H; }  // value heads per key head
-  // Chunks of all sequences together, each chunked from its own first token.
-  int64_t total_chunks() const { return as_gdr().total_chunks(); }
+// A ProblemShape with packed sequences (delta_rule::Packed: cu_seqlens, packed(), num_seqs(),
+// total_chunks(), each sequence chunked from its own first token).
+struct Problem : delta_rule::Packed<ProblemShape> {
   // The same sizes and packing as a gated-delta-rule Problem, for the sequence and slice helpers
   // both families share (gdr::sequences, the CPU slice loop).
   gdr::Problem as_gdr() const;
 };
 
-// Throws std::invalid_argument ("kda: ...") naming what is wrong (sizes, divisibility, chunk size,
-// scale, cu_seqlens).
-void validate(const Problem& p);
+// validate ("kda: ..."), residual_elems (the state at the start of every chunk of every
+// (sequence, value head), [sequence][HV][chunk][K][V], every implementation the same), the CPU
+// workspace sizes of p.impl and the entry points (the CUDA ones size their workspaces through the
+// registry entry's cuda kernels): kernels/delta_rule_problem.h.
+GDN_DELTA_RULE_DECLARE_API
 
-// Acc elements the forward saves for the backward: the state at the start of every chunk of
-// every (sequence, value head), [sequence][HV][chunk][K][V] (every implementation, the same).
-int64_t residual_elems(const Problem& p);
-// Acc elements of CPU scratch the forward / backward of p.impl need while they run.
-int64_t forward_workspace_elems(const Problem& p);
-int64_t backward_workspace_elems(const Problem& p);
-
-// The kernels' pointers (kernels/delta_rule_args.h).
-using delta_rule::BackwardArgs;
-using delta_rule::ForwardOutputs;
-using delta_rule::Inputs;
-
-// CPU entry points (T: float, double, bf16; computes in acc_t<T>); they validate p and the
-// pointers, then run p.impl's registry entry. The backward expects the forward's residual.
-template <typename T>
-void forward_cpu(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out);
-template <typename T>
-void backward_cpu(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
-
-#if defined(GDN_WITH_CUDA)
-// CUDA entry points (device pointers, run on `stream`, a cudaStream_t); workspace sizes through
-// the registry entry's cuda kernels.
-template <typename T>
-void forward_cuda(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                  void* stream);
-template <typename T>
-void backward_cuda(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                   void* stream);
-#endif
-
-// FLOPs of docs/design.md section 4.11 (the chunked form's count; recurrent is timed against it).
-double forward_flops(const Problem& p);
-double backward_flops(const Problem& p);
+// FLOPs of docs/design.md section 4.11 per token-head (the chunked form's count; recurrent is
+// timed against it): forward 6KV + C(2K + 2V) + C^2/3, backward 14KV + C(6K + 5V) + C^2/3.
+inline double forward_flops(const Problem& p) {
+  return delta_rule::flops(p, {6, 2, 2, 1, 3});
+}
+inline double backward_flops(const Problem& p) {
+  return delta_rule::flops(p, {14, 6, 5, 1, 3});
+}
 
 // ---- the registry ------------------------------------------------------------------------------
 

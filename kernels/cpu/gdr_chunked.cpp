@@ -30,6 +30,29 @@ using cpu::gemm;
 template <typename A>
 using Buffers = ChunkedLayout<A>;
 
+// body(i) for i in [0, n) in parallel under a static schedule, each worker traced as `name` (the
+// caller's __func__).
+template <class Body>
+void parallel_for(const char* name, int64_t n, const Body& body) {
+#pragma omp parallel
+  {
+    GDN_TRACE_WORKER(name);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
+
+// Chunk c of head `head` of sequence n, tile i of a [sequence][head][chunk] buffer of `heads`
+// heads: its first token t0 and real rows len.
+struct ChunkSpan {
+  int64_t n, head, c, t0, len;
+};
+inline ChunkSpan chunk_span(const Sequences& seqs, int64_t heads, int64_t C, int64_t i) {
+  const ChunkAt at = chunk_at(seqs, heads, i);
+  const int64_t t0 = seqs.token[at.n] + at.c * C;
+  return ChunkSpan{at.n, at.head, at.c, t0, std::min(C, seqs.token[at.n + 1] - t0)};
+}
+
 // The tiles of value chunk i (chunk c of value head hv of sequence n) and of its key chunk.
 template <typename A>
 struct Tiles {
@@ -38,12 +61,12 @@ struct Tiles {
   A *v, *G, *gamma, *e, *beta, *a, *P, *x, *wu, *qg, *ke, *vn;
   Tiles(const Problem& p, const Sequences& seqs, const Buffers<A>& w, int64_t index) : i(index) {
     const int64_t C = p.chunk, K = p.K, V = p.V;
-    const ChunkAt at = chunk_at(seqs, p.HV, i);
+    const ChunkSpan at = chunk_span(seqs, p.HV, C, i);
     n = at.n;
     hv = at.head;
     c = at.c;
-    t0 = seqs.token[n] + c * C;
-    len = std::min(C, seqs.token[n + 1] - t0);
+    t0 = at.t0;
+    len = at.len;
     go = gate_offset(p, t0, hv);
     const int64_t ki = chunk_tile(seqs.chunk[n], seqs.chunks(n), p.H, hv / p.group(), c);
     k = w.kq + ki * 2 * C * K;
@@ -69,19 +92,14 @@ struct Tiles {
 template <typename T, typename A>
 void load_keys(const Problem& p, const Sequences& seqs, const Inputs<T>& in, const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.H * seqs.total_chunks(); ++i) {
-      const ChunkAt at = chunk_at(seqs, p.H, i);
-      const int64_t t0 = seqs.token[at.n] + at.c * C, len = std::min(C, seqs.token[at.n + 1] - t0);
-      A* kq = w.kq + i * 2 * C * K;
-      load_rows(in.k + qk_offset(p, t0, at.head), p.H * K, len, K, C, A(1), kq, K);
-      load_rows(in.q + qk_offset(p, t0, at.head), p.H * K, len, K, C, A(p.scale), kq + C * K, K);
-      gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), w.kqk + i * 2 * C * C, C);
-    }
-  }
+  parallel_for(__func__, p.H * seqs.total_chunks(), [&](int64_t i) {
+    const ChunkSpan at = chunk_span(seqs, p.H, C, i);
+    A* kq = w.kq + i * 2 * C * K;
+    load_rows(in.k + qk_offset(p, at.t0, at.head), p.H * K, at.len, K, C, A(1), kq, K);
+    load_rows(in.q + qk_offset(p, at.t0, at.head), p.H * K, at.len, K, C, A(p.scale), kq + C * K,
+              K);
+    gemm(false, true, 2 * C, C, K, A(1), kq, K, kq, K, A(0), w.kqk + i * 2 * C * C, C);
+  });
 }
 
 // One value chunk: loads v, the gates (and dO when d_o is given), padded; Gam (kept when gam is
@@ -139,27 +157,22 @@ template <typename T, typename A>
 void forward_recurrence(const Problem& p, const Sequences& seqs, const Inputs<T>& in,
                         const ForwardOutputs<T>& out, const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t si = 0; si < seqs.count() * p.HV; ++si) {
-      const Slice s = slice_of(seqs, p.HV, si);
-      A* S = out.residual + s.tile(p.HV, s.head, 0) * KV;
-      copy_or_zero(S, p.has_h0 ? in.h0 + si * KV : nullptr, KV);
-      for (int64_t c = 0; c < s.chunks; ++c) {
-        const Tiles<A> t(p, seqs, w, s.tile(p.HV, s.head, c));
-        copy_u(p, w, t);
-        gemm(false, false, C, V, K, A(-1), t.wu, KpV, S, V, A(1), t.vn, w.ld_vn);
-        A* S_next = c + 1 < s.chunks ? S + KV : (p.want_ht ? out.ht + si * KV : nullptr);
-        if (!S_next) break;
-        const A gamma_c = t.gamma[C - 1];
-        for (int64_t l = 0; l < KV; ++l) S_next[l] = gamma_c * S[l];
-        gemm(true, false, K, V, C, A(1), t.ke, K, t.vn, w.ld_vn, A(1), S_next, V);
-        S = S_next;
-      }
+  parallel_for(__func__, seqs.count() * p.HV, [&](int64_t si) {
+    const Slice s = slice_of(seqs, p.HV, si);
+    A* S = out.residual + s.tile(p.HV, s.head, 0) * KV;
+    copy_or_zero(S, p.has_h0 ? in.h0 + si * KV : nullptr, KV);
+    for (int64_t c = 0; c < s.chunks; ++c) {
+      const Tiles<A> t(p, seqs, w, s.tile(p.HV, s.head, c));
+      copy_u(p, w, t);
+      gemm(false, false, C, V, K, A(-1), t.wu, KpV, S, V, A(1), t.vn, w.ld_vn);
+      A* S_next = c + 1 < s.chunks ? S + KV : (p.want_ht ? out.ht + si * KV : nullptr);
+      if (!S_next) break;
+      const A gamma_c = t.gamma[C - 1];
+      for (int64_t l = 0; l < KV; ++l) S_next[l] = gamma_c * S[l];
+      gemm(true, false, K, V, C, A(1), t.ke, K, t.vn, w.ld_vn, A(1), S_next, V);
+      S = S_next;
     }
-  }
+  });
 }
 
 // O = (gamma Q) S + P Vn per chunk, into the v tile (v is no longer needed), stored.
@@ -167,18 +180,13 @@ template <typename T, typename A>
 void store_outputs(const Problem& p, const Sequences& seqs, const ForwardOutputs<T>& out,
                    const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
-      const Tiles<A> t(p, seqs, w, i);
-      A* o = t.v;
-      gemm(false, false, C, V, K, A(1), t.qg, K, out.residual + i * KV, V, A(0), o, V);
-      gemm(false, false, C, V, C, A(1), t.P, C, t.vn, w.ld_vn, A(1), o, V);
-      store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.t0, t.hv), p.HV * V);
-    }
-  }
+  parallel_for(__func__, p.HV * seqs.total_chunks(), [&](int64_t i) {
+    const Tiles<A> t(p, seqs, w, i);
+    A* o = t.v;
+    gemm(false, false, C, V, K, A(1), t.qg, K, out.residual + i * KV, V, A(0), o, V);
+    gemm(false, false, C, V, C, A(1), t.P, C, t.vn, w.ld_vn, A(1), o, V);
+    store_rows(o, V, t.len, V, A(1), out.o + vo_offset(p, t.t0, t.hv), p.HV * V);
+  });
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -191,20 +199,15 @@ void recompute_chunks(const Problem& p, const Sequences& seqs, const Inputs<T>& 
                       const BackwardArgs<T>& args, const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
   const bool have_a = p.residual == Residual::full;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
-      const Tiles<A> t(p, seqs, w, i);
-      prepare_chunk(p, in, args.d_o, w, t, have_a, w.gam + i * C * C);
-      copy_u(p, w, t);  // under `full` U stays in the residual: Vn has its own tiles
-      gemm(false, false, C, V, K, A(-1), t.wu, KpV, args.residual + i * KV, V, A(1), t.vn, w.ld_vn);
-      const A* d_o = w.d_o + i * C * V;
-      gemm(true, false, C, V, C, A(1), t.P, C, d_o, V, A(0), w.dwu + i * C * KpV + K, KpV);
-      gemm(true, false, K, V, C, A(1), t.qg, K, d_o, V, A(0), w.dSloc + i * KV, V);
-    }
-  }
+  parallel_for(__func__, p.HV * seqs.total_chunks(), [&](int64_t i) {
+    const Tiles<A> t(p, seqs, w, i);
+    prepare_chunk(p, in, args.d_o, w, t, have_a, w.gam + i * C * C);
+    copy_u(p, w, t);  // under `full` U stays in the residual: Vn has its own tiles
+    gemm(false, false, C, V, K, A(-1), t.wu, KpV, args.residual + i * KV, V, A(1), t.vn, w.ld_vn);
+    const A* d_o = w.d_o + i * C * V;
+    gemm(true, false, C, V, C, A(1), t.P, C, d_o, V, A(0), w.dwu + i * C * KpV + K, KpV);
+    gemm(true, false, K, V, C, A(1), t.qg, K, d_o, V, A(0), w.dSloc + i * KV, V);
+  });
 }
 
 // The recurrence in reverse over the chunks of each value slice (sequence, value head), from its
@@ -214,30 +217,25 @@ template <typename T, typename A>
 void state_grad_recurrence(const Problem& p, const Sequences& seqs, const BackwardArgs<T>& args,
                            const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K, V = p.V, KV = K * V, KpV = K + V;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t si = 0; si < seqs.count() * p.HV; ++si) {
-      const Slice s = slice_of(seqs, p.HV, si);
-      for (int64_t c = s.chunks - 1; c >= 0; --c) {
-        const int64_t i = s.tile(p.HV, s.head, c);
-        A* dSp = w.dSend + i * KV;
-        // dS' of chunk c: dS of chunk c + 1, or dht after the last chunk (zero without it)
-        const A* next =
-            c + 1 < s.chunks ? w.dSloc + (i + 1) * KV : (args.dht ? args.dht + si * KV : nullptr);
-        copy_or_zero(dSp, next, KV);
-        A* dvn = w.dwu + i * C * KpV + K;
-        gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn, KpV);
-        A* dS = w.dSloc + i * KV;
-        gemm(true, false, K, V, C, A(-1), w.wu + i * C * KpV, KpV, dvn, KpV, A(1), dS, V);
-        const A gamma_c = w.gamma[i * C + C - 1];
-        for (int64_t l = 0; l < KV; ++l) dS[l] += gamma_c * dSp[l];
-      }
-      if (p.has_h0)
-        std::memcpy(args.dh0 + si * KV, w.dSloc + s.tile(p.HV, s.head, 0) * KV, KV * sizeof(A));
+  parallel_for(__func__, seqs.count() * p.HV, [&](int64_t si) {
+    const Slice s = slice_of(seqs, p.HV, si);
+    for (int64_t c = s.chunks - 1; c >= 0; --c) {
+      const int64_t i = s.tile(p.HV, s.head, c);
+      A* dSp = w.dSend + i * KV;
+      // dS' of chunk c: dS of chunk c + 1, or dht after the last chunk (zero without it)
+      const A* next =
+          c + 1 < s.chunks ? w.dSloc + (i + 1) * KV : (args.dht ? args.dht + si * KV : nullptr);
+      copy_or_zero(dSp, next, KV);
+      A* dvn = w.dwu + i * C * KpV + K;
+      gemm(false, false, C, V, K, A(1), w.ke + i * C * K, K, dSp, V, A(1), dvn, KpV);
+      A* dS = w.dSloc + i * KV;
+      gemm(true, false, K, V, C, A(-1), w.wu + i * C * KpV, KpV, dvn, KpV, A(1), dS, V);
+      const A gamma_c = w.gamma[i * C + C - 1];
+      for (int64_t l = 0; l < KV; ++l) dS[l] += gamma_c * dSp[l];
     }
-  }
+    if (p.has_h0)
+      std::memcpy(args.dh0 + si * KV, w.dSloc + s.tile(p.HV, s.head, 0) * KV, KV * sizeof(A));
+  });
 }
 
 // The chunk-local products of value chunk t: dP = dO Vn^T;  DS = dO S^T (dQ rows of dqk);
@@ -322,32 +320,26 @@ template <typename T, typename A>
 void sum_group_grads(const Problem& p, const Sequences& seqs, const BackwardArgs<T>& args,
                      const Buffers<A>& w) {
   const int64_t C = p.chunk, K = p.K;
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.H * seqs.total_chunks(); ++i) {
-      const ChunkAt at = chunk_at(seqs, p.H, i);
-      const int64_t chunks = seqs.chunks(at.n), h = at.head;
-      const int64_t t0 = seqs.token[at.n] + at.c * C, len = std::min(C, seqs.token[at.n + 1] - t0);
-      // the value chunk of j = 0; value head j's is `chunks` tiles further
-      const int64_t first = chunk_tile(seqs.chunk[at.n], chunks, p.HV, h * p.group(), at.c);
-      A sum_q[256], sum_k[256];  // one row at a time (K <= 256)
-      for (int64_t r = 0; r < len; ++r) {
-        for (int64_t l = 0; l < K; ++l) sum_q[l] = sum_k[l] = 0;
-        for (int64_t j = 0; j < p.group(); ++j) {
-          const A* dq_row = w.dqk + ((first + j * chunks) * 2 * C + r) * K;
-          const A* dk_row = dq_row + C * K;
-          for (int64_t l = 0; l < K; ++l) {
-            sum_q[l] += dq_row[l];
-            sum_k[l] += dk_row[l];
-          }
+  parallel_for(__func__, p.H * seqs.total_chunks(), [&](int64_t i) {
+    const ChunkSpan at = chunk_span(seqs, p.H, C, i);
+    const int64_t chunks = seqs.chunks(at.n), h = at.head, t0 = at.t0, len = at.len;
+    // the value chunk of j = 0; value head j's is `chunks` tiles further
+    const int64_t first = chunk_tile(seqs.chunk[at.n], chunks, p.HV, h * p.group(), at.c);
+    A sum_q[256], sum_k[256];  // one row at a time (K <= 256)
+    for (int64_t r = 0; r < len; ++r) {
+      for (int64_t l = 0; l < K; ++l) sum_q[l] = sum_k[l] = 0;
+      for (int64_t j = 0; j < p.group(); ++j) {
+        const A* dq_row = w.dqk + ((first + j * chunks) * 2 * C + r) * K;
+        const A* dk_row = dq_row + C * K;
+        for (int64_t l = 0; l < K; ++l) {
+          sum_q[l] += dq_row[l];
+          sum_k[l] += dk_row[l];
         }
-        store_rows(sum_q, K, 1, K, A(p.scale), args.dq + qk_offset(p, t0 + r, h), K);
-        store_rows(sum_k, K, 1, K, A(1), args.dk + qk_offset(p, t0 + r, h), K);
       }
+      store_rows(sum_q, K, 1, K, A(p.scale), args.dq + qk_offset(p, t0 + r, h), K);
+      store_rows(sum_k, K, 1, K, A(1), args.dk + qk_offset(p, t0 + r, h), K);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -365,14 +357,10 @@ void chunked_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs
   const Sequences seqs = chunk_sequences(p);
   const Buffers<A> w(chunk_problem(p), out.workspace, out.residual, false, ChunkedSide::cpu);
   load_keys(p, seqs, in, w);
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i)
-      prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, seqs, w, i), false,
-                    static_cast<A*>(nullptr));
-  }
+  parallel_for(__func__, p.HV * seqs.total_chunks(), [&](int64_t i) {
+    prepare_chunk(p, in, static_cast<const T*>(nullptr), w, Tiles<A>(p, seqs, w, i), false,
+                  static_cast<A*>(nullptr));
+  });
   forward_recurrence(p, seqs, in, out, w);
   store_outputs(p, seqs, out, w);
 }
@@ -388,20 +376,15 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
   recompute_chunks(p, seqs, in, args, w);
   state_grad_recurrence(p, seqs, args, w);
   // Everything else is chunk-local.
-#pragma omp parallel
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < p.HV * seqs.total_chunks(); ++i) {
-      const Tiles<A> t(p, seqs, w, i);
-      const A *S = args.residual + i * KV, *dSp = w.dSend + i * KV;
-      chunk_products(p, w, t, S, dSp);
-      chunk_grads(p, args, w, t, S, dSp);
-    }
-  }
+  parallel_for(__func__, p.HV * seqs.total_chunks(), [&](int64_t i) {
+    const Tiles<A> t(p, seqs, w, i);
+    const A *S = args.residual + i * KV, *dSp = w.dSend + i * KV;
+    chunk_products(p, w, t, S, dSp);
+    chunk_grads(p, args, w, t, S, dSp);
+  });
   sum_group_grads(p, seqs, args, w);
 }
 
-GDN_GDR_INSTANTIATE(chunked)
+GDN_DELTA_RULE_INSTANTIATE(chunked)
 
 }  // namespace gdn::gdr::detail

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/delta_rule_entries.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/gated_delta_rule.h"
@@ -129,6 +130,14 @@ inline int64_t scratch_sets(int64_t slices) {
   return std::min(slices, kScratchSets);
 }
 
+// Workspace of an implementation whose slices over `seqs` carve Scratch: one set per slice, up to
+// kScratchSets.
+template <class Scratch>
+int64_t slices_workspace(const Problem& p, const Sequences& seqs, bool backward) {
+  return scratch_sets(seqs.count() * (backward ? p.H : p.HV)) *
+         Scratch(slice_problem(p, seqs), nullptr, backward).used;
+}
+
 // Runs body(slice, w) for the value slices (n, value head) (forward) or the key slices
 // (n, key head) (backward) of every sequence in parallel. Scratch set j (carved from ws at
 // j * Scratch(slice_problem, nullptr, backward).used) runs slices j, j + sets, ... in order, the
@@ -162,16 +171,10 @@ void copy_or_zero(A* dst, const A* src, int64_t n) {
 }
 
 // Offsets into the time-major layouts of gated_delta_rule.h at token `tok` of the B * T
-// (flattened) tokens: row b's token t is b T + t, a packed sequence's its cu_seqlens offset + t.
-inline int64_t qk_offset(const Problem& p, int64_t tok, int64_t h) {
-  return (tok * p.H + h) * p.K;
-}
-inline int64_t vo_offset(const Problem& p, int64_t tok, int64_t hv) {
-  return (tok * p.HV + hv) * p.V;
-}
-inline int64_t gate_offset(const Problem& p, int64_t tok, int64_t hv) {
-  return tok * p.HV + hv;
-}
+// (flattened) tokens (kernels/delta_rule_problem.h).
+using delta_rule::gate_offset;
+using delta_rule::qk_offset;
+using delta_rule::vo_offset;
 
 // dst[i, :] = mul * src[i * stride, :] for i < rows, zero for rows <= i < pad_rows.
 template <typename T, typename A>
@@ -315,65 +318,16 @@ void store_chunk_gate_grad(const A* a, A* X, const A* s, A c, int64_t rows, int6
   store_gate_grad(a, X, c, rows, C, col, dg, stride);
 }
 
-// Entry points (one file each), held by the registry; forward_cpu / backward_cpu validate first.
-#define GDN_GDR_DECLARE(name)                                                               \
-  int64_t name##_forward_workspace(const Problem& p);                                       \
-  int64_t name##_backward_workspace(const Problem& p);                                      \
-  template <typename T>                                                                     \
-  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out); \
-  template <typename T>                                                                     \
-  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args);
-GDN_GDR_DECLARE(recurrent)
-GDN_GDR_DECLARE(chunked)
-GDN_GDR_DECLARE(fused)
-GDN_GDR_DECLARE(ssd)
-#undef GDN_GDR_DECLARE
-
-// Explicit instantiations of one implementation for float, double and bf16.
-#define GDN_GDR_INSTANTIATE(name)                                              \
-  template void name##_forward<float>(const Problem&, const Inputs<float>&,    \
-                                      const ForwardOutputs<float>&);           \
-  template void name##_forward<double>(const Problem&, const Inputs<double>&,  \
-                                       const ForwardOutputs<double>&);         \
-  template void name##_forward<bf16>(const Problem&, const Inputs<bf16>&,      \
-                                     const ForwardOutputs<bf16>&);             \
-  template void name##_backward<float>(const Problem&, const Inputs<float>&,   \
-                                       const BackwardArgs<float>&);            \
-  template void name##_backward<double>(const Problem&, const Inputs<double>&, \
-                                        const BackwardArgs<double>&);          \
-  template void name##_backward<bf16>(const Problem&, const Inputs<bf16>&,     \
-                                      const BackwardArgs<bf16>&);
-
-// Defines the entry points of an implementation that runs every slice with scratch of its own
-// (recurrent, fused, ssd): Scratch<A>(slice_problem(p, s), base, backward) carves one scratch
-// set (sized by the longest sequence where it depends on T; scratch_sets of them), and the
-// implementation's forward_slice(p, in, out, s, w) runs value Slice s,
-// backward_slice(p, in, args, kh, w) key Slice kh with the value heads of its group
-// (for_each_slice) over the sequences slices_of(p) (sequences or chunk_sequences); packed
-// Problems run all their sequences' slices side by side.
-#define GDN_GDR_DEFINE_BY_SLICES(name, Scratch, slices_of)                                   \
-  int64_t name##_forward_workspace(const Problem& p) {                                       \
-    const Sequences s = slices_of(p);                                                        \
-    return scratch_sets(s.count() * p.HV) *                                                  \
-           Scratch<float>(slice_problem(p, s), nullptr, false).used;                         \
-  }                                                                                          \
-  int64_t name##_backward_workspace(const Problem& p) {                                      \
-    const Sequences s = slices_of(p);                                                        \
-    return scratch_sets(s.count() * p.H) *                                                   \
-           Scratch<float>(slice_problem(p, s), nullptr, true).used;                          \
-  }                                                                                          \
-  template <typename T>                                                                      \
-  void name##_forward(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out) { \
-    for_each_slice<Scratch<acc_t<T>>>(                                                       \
-        p, slices_of(p), false, out.workspace,                                               \
-        [&](const Slice& s, const auto& w) { forward_slice(p, in, out, s, w); });            \
-  }                                                                                          \
-  template <typename T>                                                                      \
-  void name##_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args) { \
-    for_each_slice<Scratch<acc_t<T>>>(                                                       \
-        p, slices_of(p), true, args.workspace,                                               \
-        [&](const Slice& kh, const auto& w) { backward_slice(p, in, args, kh, w); });        \
-  }                                                                                          \
-  GDN_GDR_INSTANTIATE(name)
+// Entry points (one file each, kernels/cpu/delta_rule_entries.h), held by the registry.
+GDN_DELTA_RULE_DECLARE(recurrent)
+GDN_DELTA_RULE_DECLARE(chunked)
+GDN_DELTA_RULE_DECLARE(fused)
+GDN_DELTA_RULE_DECLARE(ssd)
+#define GDN_GDR_INSTANTIATE GDN_DELTA_RULE_INSTANTIATE
+// The implementations that run every slice with scratch of their own (recurrent, fused, ssd):
+// Scratch<A>(slice_problem(p, s), base, backward) carves one scratch set (sized by the longest
+// sequence where it depends on T), over the sequences slices_of(p) (sequences or
+// chunk_sequences).
+#define GDN_GDR_DEFINE_BY_SLICES GDN_DELTA_RULE_DEFINE_BY_SLICES
 
 }  // namespace gdn::gdr::detail

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gdr_internal.h"
+#include "kernels/cpu/recurrent_slices.h"
 
 namespace gdn::gdr::detail {
 
@@ -66,36 +67,24 @@ void step_forward(int64_t K, int64_t V, A alpha, A beta, const A* q, const A* k,
   }
 }
 
-// One forward slice (sequence, value head), step by step from its h0 row; the state at every
-// chunk start goes to the residual, the last to its ht row.
+// Advances S by token tok of key head h, value head hv (q, k, v loaded into w), writing o_t to o;
+// u: a V-vector of scratch.
+template <typename T, typename A>
+void step_token(const Problem& p, const Inputs<T>& in, int64_t tok, int64_t h, int64_t hv,
+                const Scratch<A>& w, A* S, A* u, A* o) {
+  const StepGates<A> gates = load_step(p, in, tok, h, hv, w.q, w.k, w.v);
+  step_forward(p.K, p.V, gates.alpha, gates.beta, w.q, w.k, w.v, S, u, o);
+}
+
+// One forward slice (sequence, value head), step by step from its h0 row (recurrent_slices.h);
+// o_t is written over v, which the step has consumed.
 template <typename T, typename A>
 void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                    const Slice& s, const Scratch<A>& w) {
-  const int64_t K = p.K, V = p.V, C = p.chunk, KV = K * V;
-  const int64_t hv = s.head, h = hv / p.group();
-  copy_or_zero(w.S, p.has_h0 ? in.h0 + s.index * KV : nullptr, KV);
-  for (int64_t t = 0; t < s.len; ++t) {
-    if (t % C == 0) std::memcpy(out.residual + s.tile(p.HV, hv, t / C) * KV, w.S, KV * sizeof(A));
-    const StepGates<A> gates = load_step(p, in, s.tok0 + t, h, hv, w.q, w.k, w.v);
-    A* o = w.v;  // v is consumed before o is written
-    step_forward(K, V, gates.alpha, gates.beta, w.q, w.k, w.v, w.S, w.u, o);
-    store_rows(o, V, 1, V, A(1), out.o + vo_offset(p, s.tok0 + t, hv), V);
-  }
-  if (p.want_ht) std::memcpy(out.ht + s.index * KV, w.S, KV * sizeof(A));
-}
-
-// The states after each step of the chunk at token t0 of value head hv: states[i] = S_{t0 + i},
-// recomputed from the chunk-start state S0.
-template <typename T, typename A>
-void recompute_states(const Problem& p, const Inputs<T>& in, int64_t hv, int64_t t0, int64_t len,
-                      const A* S0, const Scratch<A>& w) {
-  const int64_t KV = p.K * p.V, h = hv / p.group();
-  for (int64_t i = 0; i < len; ++i) {
-    A* S = w.states + i * KV;
-    std::memcpy(S, i == 0 ? S0 : S - KV, KV * sizeof(A));
-    const StepGates<A> gates = load_step(p, in, t0 + i, h, hv, w.q, w.k, w.v);
-    step_forward(p.K, p.V, gates.alpha, gates.beta, w.q, w.k, w.v, S, w.du, w.dr);
-  }
+  recurrent_forward_slice(p, in, out, s, w.S, w.v,
+                          [&](int64_t tok, int64_t h, int64_t hv, A* S, A* o) {
+                            step_token(p, in, tok, h, hv, w, S, w.u, o);
+                          });
 }
 
 // The backward of step t (of the slice starting at token tok0) of value head hv, from the states
@@ -152,36 +141,23 @@ void step_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
   args.dg[gi] = from_acc<T>(dg);
 }
 
-// The backward of key slice (sequence n, key head h): the value heads of the group in order, each
-// chunk by chunk in reverse (recomputing the chunk's states, then the steps in reverse); dq, dk
-// summed over the group in the scratch (rows of the sequence's tokens), stored at the end.
+// The backward of key slice (sequence n, key head h) (recurrent_slices.h): the chunk's states
+// recomputed with du and dr as the step's scratch, then the steps in reverse.
 template <typename T, typename A>
 void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                     const Slice& kh, const Scratch<A>& w) {
-  const int64_t K = p.K, C = p.chunk, KV = K * p.V, h = kh.head;
-  std::memset(w.dq, 0, kh.len * K * sizeof(A));
-  std::memset(w.dk, 0, kh.len * K * sizeof(A));
-  for (int64_t hv = h * p.group(); hv < (h + 1) * p.group(); ++hv) {
-    const int64_t s = kh.n * p.HV + hv;  // the value slice's row of dht, dh0
-    copy_or_zero(w.dS, args.dht ? args.dht + s * KV : nullptr, KV);
-    for (int64_t c = kh.chunks - 1; c >= 0; --c) {
-      const int64_t t0 = c * C, len = kh.chunk_rows(C, c);
-      const A* S0 = args.residual + kh.tile(p.HV, hv, c) * KV;
-      recompute_states(p, in, hv, kh.tok0 + t0, len, S0, w);
-      for (int64_t i = len - 1; i >= 0; --i)
-        step_backward(p, in, args, kh.tok0, t0 + i, hv, i == 0 ? S0 : w.states + (i - 1) * KV,
-                      w.states + i * KV, w);
-    }
-    if (p.has_h0) std::memcpy(args.dh0 + s * KV, w.dS, KV * sizeof(A));
-  }
-  for (int64_t t = 0; t < kh.len; ++t) {
-    store_rows(w.dq + t * K, K, 1, K, A(1), args.dq + qk_offset(p, kh.tok0 + t, h), K);
-    store_rows(w.dk + t * K, K, 1, K, A(1), args.dk + qk_offset(p, kh.tok0 + t, h), K);
-  }
+  recurrent_backward_slice(
+      p, args, kh, w,
+      [&](int64_t tok, int64_t h, int64_t hv, A* S) {
+        step_token(p, in, tok, h, hv, w, S, w.du, w.dr);
+      },
+      [&](int64_t t, int64_t hv, const A* S_prev, const A* S_t) {
+        step_backward(p, in, args, kh.tok0, t, hv, S_prev, S_t, w);
+      });
 }
 
 }  // namespace
 
-GDN_GDR_DEFINE_BY_SLICES(recurrent, Scratch, sequences)
+GDN_DELTA_RULE_DEFINE_BY_SLICES(recurrent, Scratch, sequences)
 
 }  // namespace gdn::gdr::detail

@@ -181,9 +181,9 @@ void prepare_chunk(const Problem& p, const Inputs<T>& in, const Slice& s, int64_
   load_rows(in.q + qk_offset(p, tok, h), p.H * K, rows, K, C, A(p.scale), w.q, K);
   load_rows(in.k + qk_offset(p, tok, h), p.H * K, rows, K, C, A(1), w.k, K);
   load_rows(in.v + vo_offset(p, tok, hv), p.HV * V, rows, V, C, A(1), w.v, V);
-  load_rows(in.g + g_offset(p, tok, hv), p.HV * K, rows, K, C, A(1), w.G, K);
+  load_rows(in.g + gk_offset(p, tok, hv), p.HV * K, rows, K, C, A(1), w.G, K);
   for (int64_t i = 0; i < C; ++i)
-    w.beta[i] = i < rows ? to_acc(in.beta[beta_offset(p, tok + i, hv)]) : A(0);
+    w.beta[i] = i < rows ? to_acc(in.beta[gate_offset(p, tok + i, hv)]) : A(0);
   for (int64_t i = 1; i < C; ++i)
     for (int64_t a = 0; a < K; ++a) w.G[i * K + a] += w.G[(i - 1) * K + a];
   const A* Gl = w.G + (C - 1) * K;
@@ -259,7 +259,7 @@ void backward_chunk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
       if (j > i) w.dp[i * C + j] = 0;
     }
     for (int64_t j = 0; j < V; ++j) w.dx[i * V + j] *= w.beta[i];
-    if (i < rows) args.dbeta[beta_offset(p, tok + i, hv)] = from_acc<T>(db);
+    if (i < rows) args.dbeta[gate_offset(p, tok + i, hv)] = from_acc<T>(db);
   }
   gdr::detail::store_rows(w.dx, V, rows, V, A(1), args.dv + vo_offset(p, tok, hv), p.HV * V);
   std::memset(w.dq, 0, C * K * sizeof(A));
@@ -302,7 +302,7 @@ void backward_chunk(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
       w.dG[i * K + a] += w.drow[a];
       w.drow[a] += w.t[i * K + a];
     }
-  gdr::detail::store_rows(w.dG, K, rows, K, A(1), args.dg + g_offset(p, tok, hv), p.HV * K);
+  gdr::detail::store_rows(w.dG, K, rows, K, A(1), args.dg + gk_offset(p, tok, hv), p.HV * K);
   const int64_t r0 = c * C;
   for (int64_t x = 0; x < rows * K; ++x) {
     w.dq_sum[r0 * K + x] += A(p.scale) * w.dq[x];
@@ -332,6 +332,6 @@ void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>
 
 }  // namespace
 
-GDN_KDA_DEFINE_BY_SLICES(chunked, Scratch)
+GDN_DELTA_RULE_DEFINE_BY_SLICES(chunked, Scratch, sequences)
 
 }  // namespace gdn::kda::detail

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kda_internal.h"
+#include "kernels/cpu/recurrent_slices.h"
 
 namespace gdn::kda::detail {
 
@@ -48,7 +49,7 @@ A load_step(const Problem& p, const Inputs<T>& in, int64_t tok, int64_t h, int64
             const Scratch<A>& w) {
   const T* q = in.q + qk_offset(p, tok, h);
   const T* k = in.k + qk_offset(p, tok, h);
-  const T* g = in.g + g_offset(p, tok, hv);
+  const T* g = in.g + gk_offset(p, tok, hv);
   for (int64_t a = 0; a < p.K; ++a) {
     w.q[a] = A(p.scale) * to_acc(q[a]);
     w.k[a] = to_acc(k[a]);
@@ -56,7 +57,7 @@ A load_step(const Problem& p, const Inputs<T>& in, int64_t tok, int64_t h, int64
   }
   const T* v = in.v + vo_offset(p, tok, hv);
   for (int64_t j = 0; j < p.V; ++j) w.v[j] = to_acc(v[j]);
-  return to_acc(in.beta[beta_offset(p, tok, hv)]);
+  return to_acc(in.beta[gate_offset(p, tok, hv)]);
 }
 
 // One step on S (K x V) from the loaded vectors; writes o_t into `o`:
@@ -83,33 +84,24 @@ void step_forward(int64_t K, int64_t V, A beta, const Scratch<A>& w, A* S, A* o)
   }
 }
 
+// Advances S by token tok of key head h, value head hv (q, k, alpha, v loaded into w), writing
+// o_t to o.
+template <typename T, typename A>
+void step_token(const Problem& p, const Inputs<T>& in, int64_t tok, int64_t h, int64_t hv,
+                const Scratch<A>& w, A* S, A* o) {
+  const A beta = load_step(p, in, tok, h, hv, w);
+  step_forward(p.K, p.V, beta, w, S, o);
+}
+
+// One forward slice (sequence, value head), step by step from its h0 row
+// (kernels/cpu/recurrent_slices.h); o_t overwrites v, which the step has consumed.
 template <typename T, typename A>
 void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                    const Slice& s, const Scratch<A>& w) {
-  const int64_t K = p.K, V = p.V, C = p.chunk, KV = K * V;
-  const int64_t hv = s.head, h = hv / p.group();
-  copy_or_zero(w.S, p.has_h0 ? in.h0 + s.index * KV : nullptr, KV);
-  for (int64_t t = 0; t < s.len; ++t) {
-    if (t % C == 0) std::memcpy(out.residual + s.tile(p.HV, hv, t / C) * KV, w.S, KV * sizeof(A));
-    const A beta = load_step(p, in, s.tok0 + t, h, hv, w);
-    step_forward(K, V, beta, w, w.S, w.v);  // o_t overwrites v, which the step has consumed
-    T* dst = out.o + vo_offset(p, s.tok0 + t, hv);
-    for (int64_t j = 0; j < V; ++j) dst[j] = from_acc<T>(w.v[j]);
-  }
-  if (p.want_ht) std::memcpy(out.ht + s.index * KV, w.S, KV * sizeof(A));
-}
-
-// states[i] = S after step t0 + i of value head hv, recomputed from the chunk-start state S0.
-template <typename T, typename A>
-void recompute_states(const Problem& p, const Inputs<T>& in, int64_t hv, int64_t t0, int64_t len,
-                      const A* S0, const Scratch<A>& w) {
-  const int64_t KV = p.K * p.V, h = hv / p.group();
-  for (int64_t i = 0; i < len; ++i) {
-    A* S = w.states + i * KV;
-    std::memcpy(S, i == 0 ? S0 : S - KV, KV * sizeof(A));
-    const A beta = load_step(p, in, t0 + i, h, hv, w);
-    step_forward(p.K, p.V, beta, w, S, w.dr);
-  }
+  gdr::detail::recurrent_forward_slice(p, in, out, s, w.S, w.v,
+                                       [&](int64_t tok, int64_t h, int64_t hv, A* S, A* o) {
+                                         step_token(p, in, tok, h, hv, w, S, o);
+                                       });
 }
 
 // The backward of step `t` of the slice at token tok0 (value head hv), from the states before
@@ -148,13 +140,13 @@ void step_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
     dk[a] += beta * gdr::detail::dot(ds, w.v, V);
     for (int64_t j = 0; j < V; ++j) w.du[j] += w.k[a] * ds[j];
   }
-  args.dbeta[beta_offset(p, tok, hv)] = from_acc<T>(gdr::detail::dot(w.du, w.v, V));
+  args.dbeta[gate_offset(p, tok, hv)] = from_acc<T>(gdr::detail::dot(w.du, w.v, V));
   T* dv = args.dv + vo_offset(p, tok, hv);
   for (int64_t j = 0; j < V; ++j) {
     dv[j] = from_acc<T>(beta * w.du[j]);
     w.dr[j] = -beta * w.du[j];
   }
-  T* dg = args.dg + g_offset(p, tok, hv);
+  T* dg = args.dg + gk_offset(p, tok, hv);
   for (int64_t a = 0; a < K; ++a) {
     const A* sp = S_prev + a * V;
     A* ds = dS + a * V;
@@ -170,39 +162,21 @@ void step_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>&
   }
 }
 
-// The backward of key slice (sequence, key head h): the group's value heads in order, each chunk
-// by chunk in reverse; dq, dk summed over the group in the scratch, stored at the end.
+// The backward of key slice (sequence, key head h) (kernels/cpu/recurrent_slices.h): the chunk's
+// states recomputed with dr as the step's output scratch, then the steps in reverse.
 template <typename T, typename A>
 void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                     const Slice& kh, const Scratch<A>& w) {
-  const int64_t K = p.K, C = p.chunk, KV = K * p.V, h = kh.head;
-  std::memset(w.dq, 0, kh.len * K * sizeof(A));
-  std::memset(w.dk, 0, kh.len * K * sizeof(A));
-  for (int64_t hv = h * p.group(); hv < (h + 1) * p.group(); ++hv) {
-    const int64_t s = kh.n * p.HV + hv;  // the value slice's row of dht, dh0
-    copy_or_zero(w.dS, args.dht ? args.dht + s * KV : nullptr, KV);
-    for (int64_t c = kh.chunks - 1; c >= 0; --c) {
-      const int64_t t0 = c * C, len = kh.chunk_rows(C, c);
-      const A* S0 = args.residual + kh.tile(p.HV, hv, c) * KV;
-      recompute_states(p, in, hv, kh.tok0 + t0, len, S0, w);
-      for (int64_t i = len - 1; i >= 0; --i)
-        step_backward(p, in, args, kh.tok0, t0 + i, hv, i == 0 ? S0 : w.states + (i - 1) * KV,
-                      w.states + i * KV, w.dS, w);
-    }
-    if (p.has_h0) std::memcpy(args.dh0 + s * KV, w.dS, KV * sizeof(A));
-  }
-  for (int64_t t = 0; t < kh.len; ++t) {
-    T* dq = args.dq + qk_offset(p, kh.tok0 + t, h);
-    T* dk = args.dk + qk_offset(p, kh.tok0 + t, h);
-    for (int64_t a = 0; a < K; ++a) {
-      dq[a] = from_acc<T>(w.dq[t * K + a]);
-      dk[a] = from_acc<T>(w.dk[t * K + a]);
-    }
-  }
+  gdr::detail::recurrent_backward_slice(
+      p, args, kh, w,
+      [&](int64_t tok, int64_t h, int64_t hv, A* S) { step_token(p, in, tok, h, hv, w, S, w.dr); },
+      [&](int64_t t, int64_t hv, const A* S_prev, const A* S_t) {
+        step_backward(p, in, args, kh.tok0, t, hv, S_prev, S_t, w.dS, w);
+      });
 }
 
 }  // namespace
 
-GDN_KDA_DEFINE_BY_SLICES(recurrent, Scratch)
+GDN_DELTA_RULE_DEFINE_BY_SLICES(recurrent, Scratch, sequences)
 
 }  // namespace gdn::kda::detail
