@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "kernels/gated_delta_rule.h"
+#include "tests/delta_rule_test_data.h"
 
 namespace gdn::gdr::test_data {
 
-using Vec = std::vector<double>;
-
-// Inputs and upstream gradients of one problem, in fp64.
-struct Data {
-  Vec q, k, v, g, beta, h0, d_o, dht;
-};
-// Everything a forward + backward produces, in fp64.
-struct Result {
-  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
+// Vec, Data, Result, cast, to_double, ...: every family's (tests/delta_rule_test_data.h).
+using namespace delta_rule::test_data;
 
 enum class Gates { realistic, no_decay, strong_decay, beta_zero, beta_one };
 
@@ -39,18 +32,12 @@ inline Data make_data(const Problem& p, Gates gates, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> n01(0, 1);
   auto normal = [&](int64_t n, double std) {
-    Vec x(n);
-    for (auto& e : x) e = std * n01(rng);
-    return x;
+    return delta_rule::test_data::normal(rng, n01, n, std);
   };
   Data d;
   d.q = normal(p.B * p.T * p.H * p.K, 1);
   d.k = normal(p.B * p.T * p.H * p.K, 1);
-  for (int64_t r = 0; r < p.B * p.T * p.H; ++r) {
-    double ss = 1e-6;
-    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
-    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
-  }
+  delta_rule::test_data::l2_normalise_rows(d.k, p.K);
   d.v = normal(p.B * p.T * p.HV * p.V, 1);
   const int64_t ng = p.B * p.T * p.HV;
   d.g.resize(ng);
@@ -69,18 +56,6 @@ inline Data make_data(const Problem& p, Gates gates, uint64_t seed) {
   return d;
 }
 
-template <typename T>
-std::vector<T> cast(const Vec& x) {
-  std::vector<T> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = from_acc<T>(acc_t<T>(x[i]));
-  return y;
-}
-template <typename T>
-Vec to_double(const std::vector<T>& x) {
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(x[i]));
-  return y;
-}
 // The values a T-typed (input) / acc-typed (state) run actually sees.
 template <typename T>
 Data round_to(const Data& d) {
@@ -100,15 +75,7 @@ Data round_to(const Data& d) {
 // A Problem of these sizes, scale K^-1/2, no initial or final state.
 inline Problem problem_of(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V,
                           int chunk, Impl impl) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
+  Problem p = delta_rule::test_data::sized<Problem>(B, T, H, HV, K, V, chunk);
   p.impl = impl;
   return p;
 }
@@ -172,20 +139,11 @@ inline double rel_err(const Vec& x, const Vec& ref) {
 
 inline void expect_close(const Result& x, const Result& ref, double tol, bool ssd = false,
                          const std::string& what = "") {
-  const std::pair<const char*, std::pair<const Vec*, const Vec*>> fields[] = {
-      {"o", {&x.o, &ref.o}},
-      {"ht", {&x.ht, &ref.ht}},
-      {"dq", {&x.dq, &ref.dq}},
-      {"dk", {&x.dk, &ref.dk}},
-      {"dv", {&x.dv, &ref.dv}},
-      {"dg", {&x.dg, &ref.dg}},
-      {"dbeta", {&x.dbeta, &ref.dbeta}},
-      {"dh0", {&x.dh0, &ref.dh0}}};
-  for (const auto& [name, pr] : fields) {
+  for (const auto& [name, out, out_ref] : delta_rule::test_data::compared(x, ref)) {
     if (ssd && std::string(name) == "dbeta") continue;
-    ASSERT_EQ(pr.first->size(), pr.second->size()) << what << " " << name;
-    for (double e : *pr.first) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
-    const double err = rel_err(*pr.first, *pr.second);
+    ASSERT_EQ(out->size(), out_ref->size()) << what << " " << name;
+    for (double e : *out) ASSERT_TRUE(std::isfinite(e)) << what << " " << name << " inf/nan";
+    const double err = rel_err(*out, *out_ref);
     if (std::getenv("GDN_TEST_VERBOSE")) std::printf("    %-6s rel err %.3g\n", name, err);
     EXPECT_LE(err, tol) << what << " " << name;
   }

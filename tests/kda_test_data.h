@@ -13,32 +13,17 @@
 #include <vector>
 
 #include "kernels/kda.h"
+#include "tests/delta_rule_test_data.h"
 
 namespace gdn::kda::test_data {
 
-using Vec = std::vector<double>;
-
-// Inputs and upstream gradients of one problem, in fp64.
-struct Data {
-  Vec q, k, v, g, beta, h0, d_o, dht;
-};
-// Everything a forward + backward produces, in fp64.
-struct Result {
-  Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
+// Vec, Data, Result, cast, to_double, ...: every family's (tests/delta_rule_test_data.h).
+using namespace delta_rule::test_data;
 
 // A Problem of these sizes, scale K^-1/2; packed when cu (cu_seqlens) is given.
 inline Problem problem(int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V, int chunk,
                        Impl impl, bool h0, bool ht, std::vector<int64_t> cu = {}) {
-  Problem p;
-  p.B = B;
-  p.T = T;
-  p.H = H;
-  p.HV = HV;
-  p.K = K;
-  p.V = V;
-  p.chunk = chunk;
-  p.scale = 1 / std::sqrt(double(K));
+  Problem p = delta_rule::test_data::sized<Problem>(B, T, H, HV, K, V, chunk);
   p.impl = impl;
   p.has_h0 = h0;
   p.want_ht = ht;
@@ -53,19 +38,13 @@ inline Data make_data(const Problem& p, double g_min, uint64_t seed) {
   std::normal_distribution<double> n01(0, 1);
   std::uniform_real_distribution<double> u01(0, 1);
   auto normal = [&](int64_t n, double std) {
-    Vec x(n);
-    for (auto& e : x) e = std * n01(rng);
-    return x;
+    return delta_rule::test_data::normal(rng, n01, n, std);
   };
   const int64_t BT = p.B * p.T, N = p.num_seqs();
   Data d;
   d.q = normal(BT * p.H * p.K, 1);
   d.k = normal(BT * p.H * p.K, 1);
-  for (int64_t r = 0; r < BT * p.H; ++r) {
-    double ss = 1e-6;
-    for (int64_t i = 0; i < p.K; ++i) ss += d.k[r * p.K + i] * d.k[r * p.K + i];
-    for (int64_t i = 0; i < p.K; ++i) d.k[r * p.K + i] /= std::sqrt(ss);
-  }
+  delta_rule::test_data::l2_normalise_rows(d.k, p.K);
   d.v = normal(BT * p.HV * p.V, 1);
   d.g.resize(BT * p.HV * p.K);
   for (auto& e : d.g) e = g_min * u01(rng);
@@ -126,19 +105,6 @@ inline double naive_loss(const Problem& p, const Data& d) {
   return l;
 }
 
-template <typename T>
-std::vector<T> cast(const Vec& x) {
-  std::vector<T> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = from_acc<T>(acc_t<T>(x[i]));
-  return y;
-}
-template <typename T>
-Vec to_double(const std::vector<T>& x) {
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = double(to_acc(x[i]));
-  return y;
-}
-
 // Runs p.impl's CPU forward (and backward) at input type T.
 template <typename T>
 Result run_cpu(const Problem& p, const Data& d, bool backward = true) {
@@ -197,18 +163,9 @@ inline double rel_err(const Vec& x, const Vec& ref) {
 // Every output of x against ref within tol, naming the output and the error.
 inline void expect_close(const Result& x, const Result& ref, double tol, const std::string& what,
                          bool backward = true) {
-  const std::pair<const char*, std::pair<const Vec*, const Vec*>> parts[] = {
-      {"o", {&x.o, &ref.o}},
-      {"ht", {&x.ht, &ref.ht}},
-      {"dq", {&x.dq, &ref.dq}},
-      {"dk", {&x.dk, &ref.dk}},
-      {"dv", {&x.dv, &ref.dv}},
-      {"dg", {&x.dg, &ref.dg}},
-      {"dbeta", {&x.dbeta, &ref.dbeta}},
-      {"dh0", {&x.dh0, &ref.dh0}}};
-  for (const auto& [name, pair] : parts) {
+  for (const auto& [name, out, out_ref] : delta_rule::test_data::compared(x, ref)) {
     if (!backward && name[0] == 'd') continue;
-    const double e = rel_err(*pair.first, *pair.second);
+    const double e = rel_err(*out, *out_ref);
     EXPECT_LE(e, tol) << what << ": " << name << " rel err " << e;
   }
 }
