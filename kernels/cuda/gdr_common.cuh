@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/delta_rule_common.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gdr_fused_plan.h"
 #include "kernels/cuda/gdr_seqs.h"
@@ -73,21 +74,14 @@ const cuda_seqs::SeqSpan* upload_seq_table(const Problem& p, void* dst, cudaStre
 // lane; its backward's step vectors in shared memory).
 constexpr int64_t kMaxK = 256, kMaxV = 512;
 
-// C[M, N] = alpha op(A) op(B) + beta C, row-major, by the whole block: each thread owns outputs
-// tid, tid + blockDim, ... and sums its dot product in index order (deterministic). C must not
-// alias A or B; C is not read when beta == 0. Ends with __syncthreads().
-template <typename A>
-__device__ void block_gemm(bool ta, bool tb, int M, int N, int K, A alpha, const A* a, int lda,
-                           const A* b, int ldb, A beta, A* c, int ldc) {
-  for (int idx = threadIdx.x; idx < M * N; idx += blockDim.x) {
-    const int i = idx / N, j = idx % N;
-    A acc = 0;
-    for (int l = 0; l < K; ++l)
-      acc += (ta ? a[l * lda + i] : a[i * lda + l]) * (tb ? b[j * ldb + l] : b[l * ldb + j]);
-    c[i * ldc + j] = beta == A(0) ? alpha * acc : alpha * acc + beta * c[i * ldc + j];
-  }
-  __syncthreads();
-}
+// Block-wide helpers of every delta-rule family (delta_rule_common.cuh): a small row-major GEMM
+// (C = alpha op(A) op(B) + beta C, here with int indices), a warp's dot product, and the
+// recurrent forward's state column in a warp's registers.
+using delta_rule::cuda_detail::block_gemm;
+using delta_rule::cuda_detail::load_state_column;
+using delta_rule::cuda_detail::store_state_column;
+using delta_rule::cuda_detail::update_state_column;
+using delta_rule::cuda_detail::warp_dot;
 
 // dg of one padded chunk (the CPU's store_gate_grad, same summation order): with
 //   dG_i = a_i + rowsum(X)_i - colsum(X)_i (+ c at i = C-1), X strictly lower, G the cumsum of g,

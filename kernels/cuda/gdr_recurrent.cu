@@ -45,19 +45,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const cuda_seqs::SeqSpan seq = d.seqs.at(s / d.HV);  // slice s = (sequence, hv)
   const A scale = A(d.scale);
   A S[kRowsPerLane];
-#pragma unroll
-  for (int i = 0; i < kRowsPerLane; ++i) {
-    const int64_t a = lane + 32 * i;
-    S[i] = (a < d.K && in.h0) ? in.h0[s * KV + a * d.V + j] : A(0);
-  }
+  load_state_column(S, in.h0, s * KV, j, d.K, d.V, lane);
   for (int64_t i_t = 0; i_t < seq.len; ++i_t) {
     const int64_t t = seq.t0 + i_t;  // the token
-    if (i_t % d.C == 0) {
-      A* dst = states + d.state_at(seq, hv, i_t / d.C);
-#pragma unroll
-      for (int i = 0; i < kRowsPerLane; ++i)
-        if (lane + 32 * i < d.K) dst[(lane + 32 * i) * d.V + j] = S[i];
-    }
+    if (i_t % d.C == 0)
+      store_state_column(S, states + d.state_at(seq, hv, i_t / d.C), j, d.K, d.V, lane);
     const T* qt = in.q + d.qk(t, h);
     const T* kt = in.k + d.qk(t, h);
     const int64_t gi = d.gate(t, hv);
@@ -73,29 +65,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     A u = to_acc(in.v[d.vo(t, hv) + j]);
     if constexpr (!kSsd) u = to_acc(in.beta[gi]) * (u - warp_sum(dot));
-    A out = 0;  // S[:, j] . (scale q)
-#pragma unroll
-    for (int i = 0; i < kRowsPerLane; ++i) {
-      const int64_t a = lane + 32 * i;
-      S[i] += kr[i] * u;
-      out += (a < d.K ? scale * to_acc(qt[a]) : A(0)) * S[i];
-    }
-    out = warp_sum(out);
+    const A out = update_state_column(S, kr, u, qt, scale, d.K, lane);
     if (lane == 0) o[d.vo(t, hv) + j] = from_acc<T>(out);
   }
-  if (ht) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerLane; ++i)
-      if (lane + 32 * i < d.K) ht[s * KV + (lane + 32 * i) * d.V + j] = S[i];
-  }
-}
-
-// Sum over j < V of x[j] y[j] by one warp (lanes stride j, then a butterfly).
-template <typename A>
-__device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lane) {
-  A acc = 0;
-  for (int64_t j = lane; j < V; j += 32) acc += x[j] * y[j];
-  return warp_sum(acc);
+  if (ht) store_state_column(S, ht + s * KV, j, d.K, d.V, lane);
 }
 
 // The backward of key head h of sequence `seq` (n its index) with the block's scratch at ws.

@@ -58,21 +58,6 @@ int64_t blocks(const Problem& p, bool backward) {
   return std::min(p.num_seqs() * (backward ? p.H : p.HV), kMaxBlocks);
 }
 
-// c = alpha op(a) op(b) + beta c (row-major, M x N, inner K), by the whole block; c is not read
-// when beta is 0.
-template <typename A>
-__device__ void block_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, A alpha, const A* a,
-                           int64_t lda, const A* b, int64_t ldb, A beta, A* c, int64_t ldc) {
-  for (int64_t x = threadIdx.x; x < M * N; x += blockDim.x) {
-    const int64_t i = x / N, j = x % N;
-    A s = 0;
-    for (int64_t l = 0; l < K; ++l)
-      s += (ta ? a[l * lda + i] : a[i * lda + l]) * (tb ? b[j * ldb + l] : b[l * ldb + j]);
-    c[i * ldc + j] = beta == A(0) ? alpha * s : alpha * s + beta * c[i * ldc + j];
-  }
-  __syncthreads();
-}
-
 // F_ij = sum_c X_ic Y_jc exp(G_ic - G_jc) for j < i (j <= i when `diag`), else 0.
 template <typename A>
 __device__ void gated_form(const A* X, const A* Y, const A* G, int64_t C, int64_t K, bool diag,
@@ -384,14 +369,6 @@ void chunked_backward(const Problem& p, const Inputs<T>& in, const BackwardArgs<
   GDN_KCUDA_LAUNCHED("kda chunked backward");
 }
 
-#define GDN_KDA_CUDA_INSTANTIATE(T)                                                            \
-  template void chunked_forward<T>(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&, \
-                                   void*);                                                     \
-  template void chunked_backward<T>(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,  \
-                                    void*);
-GDN_KDA_CUDA_INSTANTIATE(float)
-GDN_KDA_CUDA_INSTANTIATE(double)
-GDN_KDA_CUDA_INSTANTIATE(bf16)
-#undef GDN_KDA_CUDA_INSTANTIATE
+GDN_KDA_CUDA_INSTANTIATE(chunked)
 
 }  // namespace gdn::kda::cuda_detail

@@ -10,10 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/delta_rule_common.cuh"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/kda_cuda.h"
 
 namespace gdn::kda::cuda_detail {
+
+// Block-wide helpers of every delta-rule family (delta_rule_common.cuh): a small row-major GEMM
+// (here with int64_t indices), a warp's dot product, and the recurrent forward's state column in
+// a warp's registers.
+using delta_rule::cuda_detail::block_gemm;
+using delta_rule::cuda_detail::load_state_column;
+using delta_rule::cuda_detail::store_state_column;
+using delta_rule::cuda_detail::update_state_column;
+using delta_rule::cuda_detail::warp_dot;
 
 constexpr int kMaxK = 256;  // a warp's registers hold a state column of K rows (recurrent)
 
@@ -67,5 +77,16 @@ inline void check_limits(const Problem& p) {
                                 " exceeds the CUDA kernels' maximum key head dim " +
                                 std::to_string(kMaxK));
 }
+
+// Explicit instantiations of an implementation's CUDA entry points (kda_cuda.h), name_forward and
+// name_backward, for float, double and bf16.
+#define GDN_KDA_CUDA_INSTANTIATE(name)      \
+  GDN_KDA_CUDA_INSTANTIATE_AS(name, float)  \
+  GDN_KDA_CUDA_INSTANTIATE_AS(name, double) \
+  GDN_KDA_CUDA_INSTANTIATE_AS(name, bf16)
+#define GDN_KDA_CUDA_INSTANTIATE_AS(name, T)                                                  \
+  template void name##_forward<T>(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&, \
+                                  void*);                                                     \
+  template void name##_backward<T>(const Problem&, const Inputs<T>&, const BackwardArgs<T>&, void*);
 
 }  // namespace gdn::kda::cuda_detail

@@ -57,19 +57,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t t0 = d.tok[n], len = d.tok[n + 1] - t0;
   const A scale = A(d.scale);
   A S[kRowsPerLane];
-#pragma unroll
-  for (int i = 0; i < kRowsPerLane; ++i) {
-    const int64_t a = lane + 32 * i;
-    S[i] = (a < d.K && in.h0) ? in.h0[s * KV + a * d.V + j] : A(0);
-  }
+  load_state_column(S, in.h0, s * KV, j, d.K, d.V, lane);
   for (int64_t i_t = 0; i_t < len; ++i_t) {
     const int64_t t = t0 + i_t;
-    if (i_t % d.C == 0) {
-      A* dst = states + d.state_at(n, hv, i_t / d.C);
-#pragma unroll
-      for (int i = 0; i < kRowsPerLane; ++i)
-        if (lane + 32 * i < d.K) dst[(lane + 32 * i) * d.V + j] = S[i];
-    }
+    if (i_t % d.C == 0)
+      store_state_column(S, states + d.state_at(n, hv, i_t / d.C), j, d.K, d.V, lane);
     const T* qt = in.q + d.qk(t, h);
     const T* kt = in.k + d.qk(t, h);
     const T* gt = in.g + d.gk(t, hv);
@@ -83,29 +75,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       dot += kr[i] * S[i];
     }
     const A u = to_acc(in.beta[d.bt(t, hv)]) * (to_acc(in.v[d.vo(t, hv) + j]) - warp_sum(dot));
-    A out = 0;  // S[:, j] . (scale q)
-#pragma unroll
-    for (int i = 0; i < kRowsPerLane; ++i) {
-      const int64_t a = lane + 32 * i;
-      S[i] += kr[i] * u;
-      out += (a < d.K ? scale * to_acc(qt[a]) : A(0)) * S[i];
-    }
-    out = warp_sum(out);
+    const A out = update_state_column(S, kr, u, qt, scale, d.K, lane);
     if (lane == 0) o[d.vo(t, hv) + j] = from_acc<T>(out);
   }
-  if (ht) {
-#pragma unroll
-    for (int i = 0; i < kRowsPerLane; ++i)
-      if (lane + 32 * i < d.K) ht[s * KV + (lane + 32 * i) * d.V + j] = S[i];
-  }
-}
-
-// Sum over j < V of x[j] y[j] by one warp.
-template <typename A>
-__device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lane) {
-  A acc = 0;
-  for (int64_t j = lane; j < V; j += 32) acc += x[j] * y[j];
-  return warp_sum(acc);
+  if (ht) store_state_column(S, ht + s * KV, j, d.K, d.V, lane);
 }
 
 // states[i] = S after step t0 + i of value head hv, from the chunk-start S0; one thread a column.
@@ -275,14 +248,6 @@ void recurrent_backward(const Problem& p, const Inputs<T>& in, const BackwardArg
   GDN_KCUDA_LAUNCHED("kda recurrent backward");
 }
 
-#define GDN_KDA_CUDA_INSTANTIATE(T)                                                              \
-  template void recurrent_forward<T>(const Problem&, const Inputs<T>&, const ForwardOutputs<T>&, \
-                                     void*);                                                     \
-  template void recurrent_backward<T>(const Problem&, const Inputs<T>&, const BackwardArgs<T>&,  \
-                                      void*);
-GDN_KDA_CUDA_INSTANTIATE(float)
-GDN_KDA_CUDA_INSTANTIATE(double)
-GDN_KDA_CUDA_INSTANTIATE(bf16)
-#undef GDN_KDA_CUDA_INSTANTIATE
+GDN_KDA_CUDA_INSTANTIATE(recurrent)
 
 }  // namespace gdn::kda::cuda_detail
