@@ -20,6 +20,7 @@
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kda_internal.h"
+#include "kernels/kda_chunk_layout.h"
 
 namespace gdn::kda::detail {
 
@@ -28,40 +29,22 @@ namespace {
 using gdr::detail::load_rows;
 constexpr int64_t kSub = 16;  // rows of a sub-chunk: the diagonal blocks of the gated forms
 
-// The chunk buffers of one slice (C rows, padded), the state, and for the backward the gradients.
+// The chunk buffers of one slice (C rows, padded), the state, and for the backward the gradients
+// (kernels/kda_chunk_layout.h), with the gated forms' scratch between them.
 template <typename A>
-struct Scratch {
-  A* S = nullptr;                                         // K x V running state / dS
-  A *q = nullptr, *k, *G, *gam, *e, *qg, *kg, *ke;        // C x K
-  A* gl;                                                  // K: Gam of the chunk's last row
-  A *v, *x, *u;                                           // C x V: Y (in v), diag(beta) Y, U
-  A* beta;                                                // C
-  A *abar, *p, *m, *inv;                                  // C x C (inv: invert's 16 C)
-  A *xq, *xk, *ei, *drow, *yr, *ej, *tmp, *tq, *tk, *ty;  // gated-form scratch
-  A *d_o = nullptr, *du = nullptr, *dx = nullptr;         // backward
-  A *dp = nullptr, *da = nullptr, *dq = nullptr, *dk = nullptr, *dG = nullptr, *t = nullptr;
-  A *dq_sum = nullptr, *dk_sum = nullptr;  // T x K: the group's sums over the sequence
+struct Scratch : ChunkBuffers<A> {
+  A *inv, *xq, *xk, *ei, *drow, *yr, *ej, *tmp, *tq, *tk, *ty;  // inv: invert's 16 C
   int64_t used = 0;
 
   Scratch(const gdr::Problem& shape, A* base, bool backward) {
     const int64_t C = shape.chunk, K = shape.K, V = shape.V;
     Carver<A*> c(base);
-    S = c.take(K * V);
-    c.take_each(C * K, q, k, G, gam, e, qg, kg, ke);
-    gl = c.take(K);
-    c.take_each(C * V, v, x, u);
-    beta = c.take(C);
-    c.take_each(C * C, abar, p, m);
+    this->carve_forward(c, C, K, V);
     inv = c.take(gdr::detail::invert_tmp_elems(C));
     c.take_each(kSub * K, xq, xk, ei);
     drow = c.take(K);
     c.take_each(C * K, yr, ej, tmp, tq, tk, ty);
-    if (backward) {
-      c.take_each(C * V, d_o, du, dx);
-      c.take_each(C * C, dp, da);
-      c.take_each(C * K, dq, dk, dG, t);
-      c.take_each(shape.T * K, dq_sum, dk_sum);
-    }
+    if (backward) this->carve_backward(c, C, K, V, shape.T);
     used = c.used();
   }
 };

@@ -40,6 +40,18 @@ __device__ __forceinline__ A warp_dot(const A* x, const A* y, int64_t V, int lan
 // Column j of a K x V state held by one warp in registers: lane l holds rows l, l + 32, ...,
 // kRows of them (K <= 32 kRows).
 
+// The recurrent forward's grid: block (s, y) runs kWarps columns of value slice s, warp w of
+// it column j = y kWarps + w; lane is the thread's lane in its warp.
+struct WarpColumn {
+  int lane;
+  int64_t s, j;
+};
+template <int kWarps>
+__device__ __forceinline__ WarpColumn warp_column() {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  return WarpColumn{lane, int64_t(blockIdx.x), int64_t(blockIdx.y) * kWarps + warp};
+}
+
 // S[i] = src[base + a V + j] for the rows a = lane + 32 i < K; 0 beyond K, and everywhere
 // without src.
 template <int kRows, typename A>

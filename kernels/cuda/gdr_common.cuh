@@ -74,14 +74,9 @@ const cuda_seqs::SeqSpan* upload_seq_table(const Problem& p, void* dst, cudaStre
 // lane; its backward's step vectors in shared memory).
 constexpr int64_t kMaxK = 256, kMaxV = 512;
 
-// Block-wide helpers of every delta-rule family (delta_rule_common.cuh): a small row-major GEMM
-// (C = alpha op(A) op(B) + beta C, here with int indices), a warp's dot product, and the
-// recurrent forward's state column in a warp's registers.
-using delta_rule::cuda_detail::block_gemm;
-using delta_rule::cuda_detail::load_state_column;
-using delta_rule::cuda_detail::store_state_column;
-using delta_rule::cuda_detail::update_state_column;
-using delta_rule::cuda_detail::warp_dot;
+// Every delta-rule family's block-wide helpers (delta_rule_common.cuh): block_gemm (here with
+// int indices), warp_dot, and the recurrent forward's warp_column and state-column helpers.
+using namespace ::gdn::delta_rule::cuda_detail;
 
 // dg of one padded chunk (the CPU's store_gate_grad, same summation order): with
 //   dG_i = a_i + rowsum(X)_i - colsum(X)_i (+ c at i = C-1), X strictly lower, G the cumsum of g,

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/kda_common.cuh"
 #include "kernels/gdr_workspace_layout.h"
+#include "kernels/kda_chunk_layout.h"
 
 namespace gdn::kda::cuda_detail {
 
@@ -22,31 +23,19 @@ constexpr int kThreads = 256;
 constexpr int64_t kSub = 16;         // rows of a sub-chunk
 constexpr int64_t kMaxBlocks = 128;  // blocks of a launch (each with its chunk buffers)
 
-// One block's chunk buffers (C rows), carved as on the CPU; `T` the longest sequence (backward).
+// One block's chunk buffers (C rows), carved as on the CPU (kernels/kda_chunk_layout.h) with its
+// own gated-form scratch between them; `T` the longest sequence (backward).
 template <typename A>
-struct Scratch {
-  A *S, *q, *k, *G, *gam, *e, *qg, *kg, *ke, *gl, *v, *x, *u, *beta, *abar, *p, *m;
+struct Scratch : detail::ChunkBuffers<A> {
   A *xr, *ei, *yr, *ej, *tmp, *tx, *ty;
-  A *d_o = nullptr, *du = nullptr, *dx = nullptr, *dp = nullptr, *da = nullptr;
-  A *dq = nullptr, *dk = nullptr, *dG = nullptr, *t = nullptr, *dq_sum = nullptr, *dk_sum = nullptr;
   int64_t used = 0;
 
   __host__ __device__ Scratch(int64_t C, int64_t K, int64_t V, int64_t T, A* base, bool backward) {
     gdr::detail::Carver<A*> c(base);
-    S = c.take(K * V);
-    c.take_each(C * K, q, k, G, gam, e, qg, kg, ke);
-    gl = c.take(K);
-    c.take_each(C * V, v, x, u);
-    beta = c.take(C);
-    c.take_each(C * C, abar, p, m);
+    this->carve_forward(c, C, K, V);
     c.take_each(kSub * K, xr, ei);
     c.take_each(C * K, yr, ej, tmp, tx, ty);
-    if (backward) {
-      c.take_each(C * V, d_o, du, dx);
-      c.take_each(C * C, dp, da);
-      c.take_each(C * K, dq, dk, dG, t);
-      c.take_each(T * K, dq_sum, dk_sum);
-    }
+    if (backward) this->carve_backward(c, C, K, V, T);
     used = c.used();
   }
 };

@@ -16,14 +16,9 @@
 
 namespace gdn::kda::cuda_detail {
 
-// Block-wide helpers of every delta-rule family (delta_rule_common.cuh): a small row-major GEMM
-// (here with int64_t indices), a warp's dot product, and the recurrent forward's state column in
-// a warp's registers.
-using delta_rule::cuda_detail::block_gemm;
-using delta_rule::cuda_detail::load_state_column;
-using delta_rule::cuda_detail::store_state_column;
-using delta_rule::cuda_detail::update_state_column;
-using delta_rule::cuda_detail::warp_dot;
+// Every delta-rule family's block-wide helpers (delta_rule_common.cuh): block_gemm (here with
+// int64_t indices), warp_dot, and the recurrent forward's warp_column and state-column helpers.
+using namespace ::gdn::delta_rule::cuda_detail;
 
 constexpr int kMaxK = 256;  // a warp's registers hold a state column of K rows (recurrent)
 

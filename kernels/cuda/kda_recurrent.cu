@@ -50,8 +50,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel(Dims d, Inputs<T> in, T* o, acc_t<T>* ht, acc_t<T>* states) {
   using A = acc_t<T>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t s = blockIdx.x, j = int64_t(blockIdx.y) * kWarps + warp;
+  const auto [lane, s, j] = warp_column<kWarps>();
   if (j >= d.V) return;  // a whole warp; no block-level synchronisation below
   const int64_t n = s / d.HV, hv = s % d.HV, h = hv / d.G, KV = d.K * d.V;
   const int64_t t0 = d.tok[n], len = d.tok[n + 1] - t0;
