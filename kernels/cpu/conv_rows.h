@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/numeric.h"
 #include "kernels/trace_events.h"
@@ -52,17 +53,13 @@ GDN_CPU_CLONES void for_each_row(const T* x, const T* w, int64_t b, int64_t t, i
                                  const int64_t* seq_start, bool parallel, const RowFn& row_fn) {
   using A = acc_t<T>;
   const std::vector<A> wt = transposed_taps(w, c, k);
-#pragma omp parallel if (parallel)
-  {
-    GDN_TRACE_WORKER("conv rows");
-    std::vector<A> acc(static_cast<size_t>(c));
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t s = 0; s < t; ++s) {
+  parallel_rows(
+      b * t, parallel, "conv rows", [c] { return std::vector<A>(size_t(c)); },
+      [&](int64_t row, std::vector<A>& acc) GDN_ROW_INLINE {
+        const int64_t bi = row / t, s = row % t;
         forward_row(x, wt.data(), t, c, k, bi, s, first_tap(seq_start, s), acc.data());
         row_fn(bi, s, acc.data());
-      }
-  }
+      });
 }
 
 // dx of the conv from dy (rows split over threads).
@@ -71,13 +68,10 @@ GDN_CPU_CLONES void backward_dx(const T* w, const T* dy, int64_t b, int64_t t, i
                                 T* dx, const int64_t* seq_start, bool parallel) {
   using A = acc_t<T>;
   const std::vector<A> wt = transposed_taps(w, c, k);
-#pragma omp parallel if (parallel)
-  {
-    GDN_TRACE_WORKER("conv dx");
-    std::vector<A> acc(static_cast<size_t>(c));
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t s = 0; s < t; ++s) {
+  parallel_rows(
+      b * t, parallel, "conv dx", [c] { return std::vector<A>(size_t(c)); },
+      [&](int64_t row, std::vector<A>& acc) GDN_ROW_INLINE {
+        const int64_t bi = row / t, s = row % t;
         for (int64_t ch = 0; ch < c; ++ch) acc[size_t(ch)] = A(0);
         for (int64_t j = 0; j < k; ++j) {
           const int64_t dst = s + k - 1 - j;
@@ -88,8 +82,7 @@ GDN_CPU_CLONES void backward_dx(const T* w, const T* dy, int64_t b, int64_t t, i
         }
         T* out = dx + (bi * t + s) * c;
         for (int64_t ch = 0; ch < c; ++ch) out[ch] = from_acc<T>(acc[size_t(ch)]);
-      }
-  }
+      });
 }
 
 // dw of the conv: threads own blocks of 16 channels (a cache line of fp32), and each sums over
@@ -100,31 +93,27 @@ GDN_CPU_CLONES void backward_dw(const T* x, const T* dy, int64_t b, int64_t t, i
   using A = acc_t<T>;
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (c + kBlock - 1) / kBlock;
-#pragma omp parallel if (parallel)
-  {
-    GDN_TRACE_WORKER("conv dw");
-    std::vector<A> acc(static_cast<size_t>(k * kBlock));
-#pragma omp for schedule(static)
-    for (int64_t cb = 0; cb < blocks; ++cb) {
-      const int64_t c0 = cb * kBlock, n = std::min(kBlock, c - c0);
-      std::fill(acc.begin(), acc.end(), A(0));
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t s = 0; s < t; ++s) {
-          const T* gr = dy + (bi * t + s) * c + c0;
-          const int64_t lo = first_tap(seq_start, s);
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t src = s - k + 1 + j;
-            if (src < 0 || src < lo) continue;
-            const T* xr = x + (bi * t + src) * c + c0;
-            A* a = acc.data() + j * kBlock;
-            for (int64_t i = 0; i < n; ++i) a[i] += to_acc(gr[i]) * to_acc(xr[i]);
+  parallel_rows(
+      blocks, parallel, "conv dw", [k] { return std::vector<A>(size_t(k * kBlock)); },
+      [&](int64_t cb, std::vector<A>& acc) GDN_ROW_INLINE {
+        const int64_t c0 = cb * kBlock, n = std::min(kBlock, c - c0);
+        std::fill(acc.begin(), acc.end(), A(0));
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t s = 0; s < t; ++s) {
+            const T* gr = dy + (bi * t + s) * c + c0;
+            const int64_t lo = first_tap(seq_start, s);
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t src = s - k + 1 + j;
+              if (src < 0 || src < lo) continue;
+              const T* xr = x + (bi * t + src) * c + c0;
+              A* a = acc.data() + j * kBlock;
+              for (int64_t i = 0; i < n; ++i) a[i] += to_acc(gr[i]) * to_acc(xr[i]);
+            }
           }
-        }
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < k; ++j)
-          dw[(c0 + i) * k + j] = from_acc<T>(acc[size_t(j * kBlock + i)]);
-    }
-  }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j)
+            dw[(c0 + i) * k + j] = from_acc<T>(acc[size_t(j * kBlock + i)]);
+      });
 }
 
 }  // namespace gdn::cpu::conv

@@ -153,41 +153,44 @@ GDN_CPU_CLONES void fill(T* p, int64_t n, double value) {
   }
 }
 
-template <typename T>
-void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
+// p[i] = draw(offset + i) for every i < n: counter-based draws, each element on its own, so the
+// bits do not depend on the thread count. Not cloned (kernels/cpu/simd.h): the draws' arithmetic
+// stays that of the baseline ISA.
+template <typename T, typename Draw>
+void fill_drawn(T* p, int64_t n, uint64_t offset, const char* name, const Draw& draw) {
 #pragma omp parallel if (n >= kParallelMin)
   {
-    GDN_TRACE_WORKER(__func__);
+    GDN_TRACE_WORKER(name);
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = convert<T>(mean + std * kern::philox_normal(offset + uint64_t(i), seed));
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(draw(offset + uint64_t(i)));
   }
 }
 
 template <typename T>
+void random_normal(T* p, int64_t n, uint64_t seed, uint64_t offset, double mean, double std) {
+  fill_drawn(
+      p, n, offset, __func__, [&](uint64_t at) __attribute__((always_inline)) {
+        return mean + std * kern::philox_normal(at, seed);
+      });
+}
+
+template <typename T>
 void random_uniform(T* p, int64_t n, uint64_t seed, uint64_t offset, double low, double high) {
-#pragma omp parallel if (n >= kParallelMin)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = convert<T>(low + (high - low) * kern::philox_uniform(offset + uint64_t(i), seed));
-  }
+  fill_drawn(
+      p, n, offset, __func__, [&](uint64_t at) __attribute__((always_inline)) {
+        return low + (high - low) * kern::philox_uniform(at, seed);
+      });
 }
 
 template <typename T>
 void random_int(T* p, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
   const uint64_t range = uint64_t(high - low);
-#pragma omp parallel if (n >= kParallelMin)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      kern::Philox4 r = kern::philox4x32(offset + uint64_t(i), seed);
-      uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
-      p[i] = convert<T>(double(low + int64_t(bits % range)));
-    }
-  }
+  fill_drawn(
+      p, n, offset, __func__, [&](uint64_t at) __attribute__((always_inline)) {
+        kern::Philox4 r = kern::philox4x32(at, seed);
+        uint64_t bits = (uint64_t(r.x[0]) << 32) | r.x[1];
+        return double(low + int64_t(bits % range));
+      });
 }
 
 #define GDN_FLOAT_TYPES(X) X(float) X(double) X(bf16) X(fp16)

@@ -14,6 +14,7 @@
 #include "kernels/cpu/conv_rows.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/nn.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/elementwise_ops.h"
 
 namespace gdn::cpu {
@@ -53,30 +54,20 @@ inline A row_sum_squares(const A* v, int64_t d) {
 template <typename T>
 GDN_CPU_CLONES void swiglu_forward(const T* g, const T* u, int64_t n, T* y) {
   using A = acc_t<T>;
-#pragma omp parallel if (n >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const A gi = to_acc(g[i]);
-      y[i] = from_acc<T>(gi * sigmoid_of(gi) * to_acc(u[i]));
-    }
-  }
+  parallel_rows(n, n >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const A gi = to_acc(g[i]);
+    y[i] = from_acc<T>(gi * sigmoid_of(gi) * to_acc(u[i]));
+  });
 }
 
 template <typename T>
 GDN_CPU_CLONES void swiglu_backward(const T* g, const T* u, const T* dy, int64_t n, T* dg, T* du) {
   using A = acc_t<T>;
-#pragma omp parallel if (n >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const A gi = to_acc(g[i]), s = sigmoid_of(gi), d = to_acc(dy[i]);
-      dg[i] = from_acc<T>(d * to_acc(u[i]) * s * (A(1) + gi * (A(1) - s)));
-      du[i] = from_acc<T>(d * gi * s);
-    }
-  }
+  parallel_rows(n, n >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const A gi = to_acc(g[i]), s = sigmoid_of(gi), d = to_acc(dy[i]);
+    dg[i] = from_acc<T>(d * to_acc(u[i]) * s * (A(1) + gi * (A(1) - s)));
+    du[i] = from_acc<T>(d * gi * s);
+  });
 }
 
 namespace {
@@ -88,24 +79,19 @@ template <typename T, bool kSigmoid, bool kWeight>
 GDN_CPU_CLONES void gated_rms_norm_forward_rows(const T* x, const T* w, const T* z, int64_t n,
                                                 int64_t d, double eps, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER("gated_rms_norm_forward");
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T *xr = x + i * d, *zr = z + i * d;
-      A ss = 0;
-      for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
-      const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
-      rstd[i] = r;
-      T* yr = y + i * d;
-      for (int64_t j = 0; j < d; ++j) {
-        A a, da;
-        gate_act(to_acc(zr[j]), kSigmoid, a, da);
-        yr[j] = from_acc<T>(to_acc(xr[j]) * r * (kWeight ? to_acc(w[j]) : A(1)) * a);
-      }
+  parallel_rows(n, n * d >= kPar, "gated_rms_norm_forward", [&](int64_t i) GDN_ROW_INLINE {
+    const T *xr = x + i * d, *zr = z + i * d;
+    A ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
+    const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
+    rstd[i] = r;
+    T* yr = y + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      A a, da;
+      gate_act(to_acc(zr[j]), kSigmoid, a, da);
+      yr[j] = from_acc<T>(to_acc(xr[j]) * r * (kWeight ? to_acc(w[j]) : A(1)) * a);
     }
-  }
+  });
 }
 
 template <typename T, bool kSigmoid, bool kWeight>
@@ -114,29 +100,28 @@ GDN_CPU_CLONES void gated_rms_norm_backward_rows(const T* x, const T* w, const T
                                                  int64_t d, T* dx, T* dz, T* dw) {
   using A = acc_t<T>;
   const bool parallel = n * d >= kPar;
-#pragma omp parallel if (parallel)
-  {
-    GDN_TRACE_WORKER("gated_rms_norm_backward");
-    std::vector<A> act(static_cast<size_t>(d)),
-        dact(static_cast<size_t>(d));  // the gate and its derivative, once a row
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
-      const A r = rstd[i];
-      for (int64_t j = 0; j < d; ++j) gate_act(to_acc(zr[j]), kSigmoid, act[j], dact[j]);
-      A dot = 0;  // sum_j dn_j w_j x_j
-      for (int64_t j = 0; j < d; ++j) {
-        const A wj = kWeight ? to_acc(w[j]) : A(1);
-        dot += to_acc(gr[j]) * act[j] * wj * to_acc(xr[j]);
-        dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * dact[j]);
-      }
-      const A cf = dot * r * r / A(d);
-      for (int64_t j = 0; j < d; ++j) {
-        const A wj = kWeight ? to_acc(w[j]) : A(1);
-        dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * act[j] * wj - to_acc(xr[j]) * cf));
-      }
-    }
-  }
+  struct Gate {
+    std::vector<A> act, dact;  // the gate and its derivative, once a row
+  };
+  const auto new_gate = [d] { return Gate{std::vector<A>(size_t(d)), std::vector<A>(size_t(d))}; };
+  parallel_rows(
+      n, parallel, "gated_rms_norm_backward", new_gate, [&](int64_t i, Gate& gate) GDN_ROW_INLINE {
+        A *act = gate.act.data(), *dact = gate.dact.data();
+        const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
+        const A r = rstd[i];
+        for (int64_t j = 0; j < d; ++j) gate_act(to_acc(zr[j]), kSigmoid, act[j], dact[j]);
+        A dot = 0;  // sum_j dn_j w_j x_j
+        for (int64_t j = 0; j < d; ++j) {
+          const A wj = kWeight ? to_acc(w[j]) : A(1);
+          dot += to_acc(gr[j]) * act[j] * wj * to_acc(xr[j]);
+          dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * dact[j]);
+        }
+        const A cf = dot * r * r / A(d);
+        for (int64_t j = 0; j < d; ++j) {
+          const A wj = kWeight ? to_acc(w[j]) : A(1);
+          dx[i * d + j] = from_acc<T>(r * (to_acc(gr[j]) * act[j] * wj - to_acc(xr[j]) * cf));
+        }
+      });
   if (!dw) return;
   column_sums<A>(
       n, d, parallel,
@@ -179,26 +164,21 @@ template <typename T>
 GDN_CPU_CLONES void add_rms_norm_forward(const T* x, const T* r, const T* w, int64_t n, int64_t d,
                                          double eps, T* h, T* y, acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T *xr = x + i * d, *rr = r + i * d;
-      T* hr = h + i * d;
-      A ss = 0;
-      // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
-      for (int64_t j = 0; j < d; ++j) {
-        hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
-        ss += to_acc(hr[j]) * to_acc(hr[j]);
-      }
-      const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
-      rstd[i] = rs;
-      T* yr = y + i * d;
-      for (int64_t j = 0; j < d; ++j)
-        yr[j] = from_acc<T>(to_acc(hr[j]) * rs * (w ? to_acc(w[j]) : A(1)));
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T *xr = x + i * d, *rr = r + i * d;
+    T* hr = h + i * d;
+    A ss = 0;
+    // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
+    for (int64_t j = 0; j < d; ++j) {
+      hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
+      ss += to_acc(hr[j]) * to_acc(hr[j]);
     }
-  }
+    const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
+    rstd[i] = rs;
+    T* yr = y + i * d;
+    for (int64_t j = 0; j < d; ++j)
+      yr[j] = from_acc<T>(to_acc(hr[j]) * rs * (w ? to_acc(w[j]) : A(1)));
+  });
 }
 
 template <typename T>

@@ -3,6 +3,7 @@
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/conv_rows.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
@@ -37,16 +38,11 @@ GDN_CPU_CLONES void embedding_forward(const T* weight, const I* idx, int64_t n, 
   }
   *bad = first_bad;
   if (first_bad >= 0) return;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T* src = weight + int64_t(idx[i]) * d;
-      T* dst = out + i * d;
-      for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
-    }
-  }
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T* src = weight + int64_t(idx[i]) * d;
+    T* dst = out + i * d;
+    for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
+  });
 }
 
 template <typename T, typename I>
@@ -57,64 +53,48 @@ GDN_CPU_CLONES void embedding_backward(const T* dout, const I* idx, int64_t n, i
   const int64_t block = 64;
   const int64_t nblocks = (d + block - 1) / block;
   for (int64_t i = 0; i < v * d; ++i) dweight[i] = from_acc<T>(A(0));
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t cb = 0; cb < nblocks; ++cb) {
-      const int64_t j0 = cb * block, j1 = std::min(d, j0 + block);
-      for (int64_t i = 0; i < n; ++i) {
-        T* dst = dweight + int64_t(idx[i]) * d;
-        const T* src = dout + i * d;
-        for (int64_t j = j0; j < j1; ++j) dst[j] = from_acc<T>(to_acc(dst[j]) + to_acc(src[j]));
-      }
+  parallel_rows(nblocks, n * d >= kPar, __func__, [&](int64_t cb) GDN_ROW_INLINE {
+    const int64_t j0 = cb * block, j1 = std::min(d, j0 + block);
+    for (int64_t i = 0; i < n; ++i) {
+      T* dst = dweight + int64_t(idx[i]) * d;
+      const T* src = dout + i * d;
+      for (int64_t j = j0; j < j1; ++j) dst[j] = from_acc<T>(to_acc(dst[j]) + to_acc(src[j]));
     }
-  }
+  });
 }
 
 template <typename T>
 GDN_CPU_CLONES void rms_norm_forward(const T* x, const T* w, int64_t n, int64_t d, double eps, T* y,
                                      acc_t<T>* rstd) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T* xr = x + i * d;
-      A r = A(1) / std::sqrt(sum_squares(xr, d) / A(d) + A(eps));
-      rstd[i] = r;
-      T* yr = y + i * d;
-      for (int64_t j = 0; j < d; ++j)
-        yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)));
-    }
-  }
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T* xr = x + i * d;
+    A r = A(1) / std::sqrt(sum_squares(xr, d) / A(d) + A(eps));
+    rstd[i] = r;
+    T* yr = y + i * d;
+    for (int64_t j = 0; j < d; ++j)
+      yr[j] = from_acc<T>(to_acc(xr[j]) * r * (w ? to_acc(w[j]) : A(1)));
+  });
 }
 
 template <typename T>
 GDN_CPU_CLONES void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rstd, const T* dy,
                                       int64_t n, int64_t d, T* dx, T* dw, const T* dx_add) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T* xr = x + i * d;
-      const T* gr = dy + i * d;
-      const A r = rstd[i];
-      A dot = 0;  // sum_j dy_j w_j x_j
-      for (int64_t j = 0; j < d; ++j)
-        dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
-      const A c = dot * r * r / A(d);
-      T* dr = dx + i * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const T dn =
-            from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
-        dr[j] = dx_add ? from_acc<T>(to_acc(dn) + to_acc(dx_add[i * d + j])) : dn;
-      }
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T* xr = x + i * d;
+    const T* gr = dy + i * d;
+    const A r = rstd[i];
+    A dot = 0;  // sum_j dy_j w_j x_j
+    for (int64_t j = 0; j < d; ++j)
+      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
+    const A c = dot * r * r / A(d);
+    T* dr = dx + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      const T dn = from_acc<T>(r * (to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) - to_acc(xr[j]) * c));
+      dr[j] = dx_add ? from_acc<T>(to_acc(dn) + to_acc(dx_add[i * d + j])) : dn;
     }
-  }
+  });
   if (!dw) return;
   column_sums<A>(
       n, d, n * d >= kPar,
@@ -126,36 +106,26 @@ template <typename T>
 GDN_CPU_CLONES void l2_norm_forward(const T* x, int64_t n, int64_t d, double eps, T* y,
                                     acc_t<T>* rn) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T* xr = x + i * d;
-      const A r = A(1) / std::sqrt(sum_squares(xr, d) + A(eps));
-      rn[i] = r;
-      for (int64_t j = 0; j < d; ++j) y[i * d + j] = from_acc<T>(to_acc(xr[j]) * r);
-    }
-  }
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T* xr = x + i * d;
+    const A r = A(1) / std::sqrt(sum_squares(xr, d) + A(eps));
+    rn[i] = r;
+    for (int64_t j = 0; j < d; ++j) y[i * d + j] = from_acc<T>(to_acc(xr[j]) * r);
+  });
 }
 
 template <typename T>
 GDN_CPU_CLONES void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy, int64_t n,
                                      int64_t d, T* dx) {
   using A = acc_t<T>;
-#pragma omp parallel if (n * d >= kPar)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const T* yr = y + i * d;
-      const T* gr = dy + i * d;
-      A dot = 0;
-      for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * to_acc(yr[j]);
-      for (int64_t j = 0; j < d; ++j)
-        dx[i * d + j] = from_acc<T>(rn[i] * (to_acc(gr[j]) - to_acc(yr[j]) * dot));
-    }
-  }
+  parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
+    const T* yr = y + i * d;
+    const T* gr = dy + i * d;
+    A dot = 0;
+    for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * to_acc(yr[j]);
+    for (int64_t j = 0; j < d; ++j)
+      dx[i * d + j] = from_acc<T>(rn[i] * (to_acc(gr[j]) - to_acc(yr[j]) * dot));
+  });
 }
 
 template <typename T>
