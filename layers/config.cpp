@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <variant>
 
 #include "layers/token_mixer.h"
 #include "src/core/error.h"
@@ -54,6 +55,44 @@ std::string show_number(double v) {
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
+
+}  // namespace
+
+namespace {
+
+// The config.json fields read and written as they are (fla's name is the member's), in the order
+// they are read; the rest (token ids, family-only fields, attn, the gdn section) on their own.
+struct PlainField {
+  const char* key;
+  std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*,
+               std::string ModelConfig::*>
+      member;
+  bool null_unless_positive = false;  // 0 is fla's None: written null, read as given
+  bool gated_deltanet_only = false;   // not KDAConfig's
+};
+const PlainField kPlainFields[] = {
+    {"attn_mode", &ModelConfig::attn_mode},
+    {"hidden_size", &ModelConfig::hidden_size},
+    {"num_hidden_layers", &ModelConfig::num_hidden_layers},
+    {"num_heads", &ModelConfig::num_heads},
+    {"num_v_heads", &ModelConfig::num_v_heads, true},
+    {"head_dim", &ModelConfig::head_dim},
+    {"expand_v", &ModelConfig::expand_v},
+    {"conv_size", &ModelConfig::conv_size},
+    {"use_short_conv", &ModelConfig::use_short_conv},
+    {"use_gate", &ModelConfig::use_gate, false, true},
+    {"allow_neg_eigval", &ModelConfig::allow_neg_eigval},
+    {"hidden_ratio", &ModelConfig::hidden_ratio},
+    {"intermediate_size", &ModelConfig::intermediate_size, true},
+    {"hidden_act", &ModelConfig::hidden_act},
+    {"norm_eps", &ModelConfig::norm_eps},
+    {"vocab_size", &ModelConfig::vocab_size},
+    {"tie_word_embeddings", &ModelConfig::tie_word_embeddings},
+    {"initializer_range", &ModelConfig::initializer_range},
+    {"max_position_embeddings", &ModelConfig::max_position_embeddings},
+    {"fuse_norm", &ModelConfig::fuse_norm},
+    {"fuse_swiglu", &ModelConfig::fuse_swiglu},
+    {"fuse_cross_entropy", &ModelConfig::fuse_cross_entropy}};
 
 }  // namespace
 
@@ -145,32 +184,9 @@ nlohmann::json ModelConfig::to_hf_json() const {
   nlohmann::json j = {
       {"model_type", enum_name(model_type)},
       {"architectures", {is_kda() ? "KDAForCausalLM" : "GatedDeltaNetForCausalLM"}},
-      {"attn_mode", attn_mode},
-      {"hidden_size", hidden_size},
-      {"num_hidden_layers", num_hidden_layers},
-      {"num_heads", num_heads},
-      {"num_v_heads", num_v_heads > 0 ? nlohmann::json(num_v_heads) : nlohmann::json(nullptr)},
-      {"head_dim", head_dim},
-      {"expand_v", expand_v},
-      {"conv_size", conv_size},
-      {"use_short_conv", use_short_conv},
-      {"use_gate", use_gate},
-      {"allow_neg_eigval", allow_neg_eigval},
-      {"hidden_ratio", hidden_ratio},
-      {"intermediate_size",
-       intermediate_size > 0 ? nlohmann::json(intermediate_size) : nlohmann::json(nullptr)},
-      {"hidden_act", hidden_act},
-      {"norm_eps", norm_eps},
-      {"vocab_size", vocab_size},
-      {"tie_word_embeddings", tie_word_embeddings},
-      {"initializer_range", initializer_range},
-      {"max_position_embeddings", max_position_embeddings},
       {"bos_token_id", bos_token_id >= 0 ? nlohmann::json(bos_token_id) : nlohmann::json(nullptr)},
       {"eos_token_id", eos_token_id >= 0 ? nlohmann::json(eos_token_id) : nlohmann::json(nullptr)},
       {"pad_token_id", nullptr},
-      {"fuse_norm", fuse_norm},
-      {"fuse_swiglu", fuse_swiglu},
-      {"fuse_cross_entropy", fuse_cross_entropy},
       {"fuse_linear_cross_entropy", false},
       {"use_l2warp", false},
       {"use_cache", true},
@@ -186,8 +202,12 @@ nlohmann::json ModelConfig::to_hf_json() const {
         {"fused_vt", fused_vt},
         {"fused_sub", fused_sub}}},
   };
+  for (const PlainField& f : kPlainFields) {
+    if (f.gated_deltanet_only && is_kda()) continue;
+    std::visit([&](auto member) { j[f.key] = this->*member; }, f.member);
+    if (f.null_unless_positive && j[f.key] <= 0) j[f.key] = nullptr;
+  }
   if (is_kda()) {  // KDAConfig has no use_gate, output gate choice or fuse_linear_cross_entropy
-    j.erase("use_gate");
     j.erase("fuse_linear_cross_entropy");
     j["safe_gate"] = safe_gate;
     j["lower_bound"] = lower_bound ? nlohmann::json(*lower_bound) : nlohmann::json(nullptr);
@@ -284,30 +304,11 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j) {
       }
     }
   };
-  get("attn_mode", c.attn_mode);
-  get("hidden_size", c.hidden_size);
-  get("num_hidden_layers", c.num_hidden_layers);
-  get("num_heads", c.num_heads);
-  get("num_v_heads", c.num_v_heads);
-  get("head_dim", c.head_dim);
-  get("expand_v", c.expand_v);
-  get("conv_size", c.conv_size);
-  get("use_short_conv", c.use_short_conv);
-  if (!c.is_kda()) get("use_gate", c.use_gate);
-  get("allow_neg_eigval", c.allow_neg_eigval);
-  get("hidden_ratio", c.hidden_ratio);
-  get("intermediate_size", c.intermediate_size);
-  get("hidden_act", c.hidden_act);
-  get("norm_eps", c.norm_eps);
-  get("vocab_size", c.vocab_size);
-  get("tie_word_embeddings", c.tie_word_embeddings);
-  get("initializer_range", c.initializer_range);
-  get("max_position_embeddings", c.max_position_embeddings);
+  for (const PlainField& f : kPlainFields)
+    if (!(f.gated_deltanet_only && c.is_kda()))
+      std::visit([&](auto member) { get(f.key, c.*member); }, f.member);
   if (j.contains("bos_token_id")) c.bos_token_id = token_id(j["bos_token_id"], "bos_token_id");
   if (j.contains("eos_token_id")) c.eos_token_id = token_id(j["eos_token_id"], "eos_token_id");
-  get("fuse_norm", c.fuse_norm);
-  get("fuse_swiglu", c.fuse_swiglu);
-  get("fuse_cross_entropy", c.fuse_cross_entropy);
   if (c.is_kda()) {
     get("safe_gate", c.safe_gate);
     if (j.contains("lower_bound") && !j["lower_bound"].is_null()) {

@@ -64,4 +64,49 @@ DeltaRuleInputs delta_rule_inputs(const DeltaRuleProjections& p, const Tensor& x
   return in;
 }
 
+DeltaRuleMixer::DeltaRuleMixer(const ModelConfig& cfg, const char* kind)
+    : kind_(kind),
+      hidden_size_(cfg.hidden_size),
+      num_heads_(cfg.num_heads),
+      num_v_heads_(cfg.v_heads()),
+      head_k_dim_(cfg.head_dim),
+      head_v_dim_(cfg.head_v_dim()),
+      allow_neg_eigval_(cfg.allow_neg_eigval) {}
+
+void DeltaRuleMixer::add_qkv_proj(const ModelConfig& cfg, const InitContext& ctx) {
+  const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim();
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(d, vd, false, ctx));
+}
+
+void DeltaRuleMixer::add_short_convs(const ModelConfig& cfg, const InitContext& ctx) {
+  if (!cfg.use_short_conv) return;
+  const int64_t kd = cfg.key_dim(), vd = cfg.value_dim();
+  q_conv1d = register_module("q_conv1d",
+                             std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+  k_conv1d = register_module("k_conv1d",
+                             std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
+  v_conv1d = register_module("v_conv1d",
+                             std::make_shared<ShortConv>(vd, cfg.conv_size, ctx, cfg.conv1d_impl));
+}
+
+Tensor DeltaRuleMixer::forward(const Tensor& x, const CuSeqlens& cu_seqlens) const {
+  return run(x, cu_seqlens, nullptr);
+}
+
+DeltaRuleInputs DeltaRuleMixer::inputs(const Tensor& x, const CuSeqlens& cu,
+                                       DeltaRuleState* state) const {
+  GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, kind_, ": input ", shape_str(x.shape()),
+            " must be [B, T, ", hidden_size_, "]");
+  const DeltaRuleProjections p{q_proj.get(),   k_proj.get(),   v_proj.get(),   b_proj.get(),
+                               q_conv1d.get(), k_conv1d.get(), v_conv1d.get(), num_heads_,
+                               num_v_heads_,   head_k_dim_,    head_v_dim_,    allow_neg_eigval_};
+  return delta_rule_inputs(p, x, cu, state);
+}
+
+Tensor DeltaRuleMixer::project_out(const Tensor& o) const {
+  return o_proj->forward(ops::reshape(o, {o.size(0), o.size(1), num_v_heads_ * head_v_dim_}));
+}
+
 }  // namespace gdn::nn

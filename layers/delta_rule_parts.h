@@ -1,12 +1,16 @@
 // Pieces the delta-rule mixers share (Gated DeltaNet, Kimi Delta Attention): fla's
-// initialisation of A_log and dt_bias, the generation state, and the kernel's inputs q, k, v and
+// initialisation of A_log and dt_bias, the generation state, the kernel's inputs q, k, v and
 // beta from x (projections, short convs that carry their last inputs from one generation call to
-// the next, per-head L2 norm, sigmoid).
+// the next, per-head L2 norm, sigmoid), the kernel call with or without a state, and the base
+// class that holds the parameters both have.
 #pragma once
+#include <memory>
+
 #include "layers/linear.h"
 #include "layers/module.h"
 #include "layers/short_conv.h"
 #include "layers/token_mixer.h"
+#include "src/core/error.h"
 
 namespace gdn::nn {
 
@@ -52,5 +56,65 @@ Tensor init_a_log(int64_t n, double low, double high, const InitContext& ctx);
 // dt_bias = softplus^-1(dt) = dt + log(-expm1(-dt)), dt log-uniform in [1e-3, 0.1] clamped at
 // 1e-4, n elements.
 Tensor init_dt_bias(int64_t n, const InitContext& ctx);
+
+// The kernel (ops::gated_delta_rule or ops::kimi_delta_rule) on in and the log decay g, with the
+// layer's options `opt` over cu; with a state, the recurrence (generation: one step at a time)
+// from state->ssm, which becomes the final state. Returns o [B, T, HV, V].
+template <typename Options, typename Kernel>
+Tensor run_delta_rule(const Kernel& kernel, Options opt, decltype(Options::impl) recurrent,
+                      const DeltaRuleInputs& in, const Tensor& g, const CuSeqlens& cu,
+                      DeltaRuleState* state) {
+  opt.cu_seqlens = cu;
+  Tensor h0;
+  if (state) {
+    opt.impl = recurrent;
+    opt.output_final_state = true;
+    h0 = state->ssm;
+  }
+  auto r = kernel(in.q, in.k, in.v, g, in.beta, opt, h0);
+  if (state) state->ssm = r.ht.detach();
+  return r.o;
+}
+
+// A delta-rule mixer: the sizes, the parameters both mixers have (fla's names), the input check,
+// q, k, v, beta and the output projection; a mixer adds its decay, its output gate and its kernel
+// (run). The constructors register the parameters in fla's order, which differs between the two
+// (it fixes the init's random draws), so each mixer calls add_qkv_proj and add_short_convs where
+// its order has them.
+class DeltaRuleMixer : public TokenMixer {
+ public:
+  using TokenMixer::forward;
+  Tensor forward(const Tensor& x, const CuSeqlens& cu_seqlens) const override;
+
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, b_proj, o_proj;
+  std::shared_ptr<ShortConv> q_conv1d, k_conv1d, v_conv1d;
+  Tensor A_log, dt_bias;
+
+ protected:
+  // Sizes from cfg (validated by the caller); `kind` (the class name) names the layer in errors.
+  DeltaRuleMixer(const ModelConfig& cfg, const char* kind);
+  // q_proj, k_proj, v_proj: d -> key_dim, key_dim, value_dim, no biases.
+  void add_qkv_proj(const ModelConfig& cfg, const InitContext& ctx);
+  // q_conv1d, k_conv1d, v_conv1d, with model.use_short_conv.
+  void add_short_convs(const ModelConfig& cfg, const InitContext& ctx);
+  // x [B, T, hidden_size] (checked) -> q, k, v, beta (delta_rule_inputs).
+  DeltaRuleInputs inputs(const Tensor& x, const CuSeqlens& cu, DeltaRuleState* state) const;
+  // o [B, T, HV, V] -> o_proj o [B, T, hidden_size].
+  Tensor project_out(const Tensor& o) const;
+  // The caller's state as this mixer's State (a new one at first); another mixer's is refused.
+  template <typename State>
+  State* own_state(LayerState& state) const {
+    if (!state) state = std::make_unique<State>();
+    auto* own = dynamic_cast<State*>(state.get());
+    GDN_CHECK(own, kind_, " '", name(), "': the generation state belongs to another mixer");
+    return own;
+  }
+  // The mixer on x: training and evaluation (state null) or generation.
+  virtual Tensor run(const Tensor& x, const CuSeqlens& cu, DeltaRuleState* state) const = 0;
+
+  const char* kind_;
+  int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
+  bool allow_neg_eigval_;
+};
 
 }  // namespace gdn::nn

@@ -22,26 +22,19 @@ namespace gdn::nn {
 // Generation state of one layer: the delta-rule state and the short convs' last inputs.
 struct GatedDeltaNetState : DeltaRuleState {};
 
-class GatedDeltaNet : public TokenMixer {
+class GatedDeltaNet : public DeltaRuleMixer {
  public:
   // Sizes and the kernel options are resolved here, once (cfg is validated by the caller).
   GatedDeltaNet(const ModelConfig& cfg, const InitContext& ctx);
-  using TokenMixer::forward;
-  Tensor forward(const Tensor& x, const CuSeqlens& cu_seqlens) const override;
   Tensor forward_with_state(const Tensor& x, LayerState& state) const override;
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, a_proj, b_proj, g_proj, o_proj;
-  std::shared_ptr<ShortConv> q_conv1d, k_conv1d, v_conv1d;
+  std::shared_ptr<Linear> a_proj, g_proj;  // and DeltaRuleMixer's
   std::shared_ptr<GatedRMSNorm> o_norm_gated;
   std::shared_ptr<RMSNorm> o_norm_plain;
-  Tensor A_log, dt_bias;
 
  private:
-  Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, GatedDeltaNetState* state) const;
-  DeltaRuleProjections projections() const;
+  Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, DeltaRuleState* state) const override;
 
-  int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
-  bool allow_neg_eigval_;
   ops::GdrOptions kernel_;  // training and evaluation; generation runs the recurrence
 };
 

@@ -19,28 +19,13 @@ Tensor LowRankLinear::forward(const Tensor& x) const {
 }
 
 KimiDeltaAttention::KimiDeltaAttention(const ModelConfig& cfg, const InitContext& ctx)
-    : hidden_size_(cfg.hidden_size),
-      num_heads_(cfg.num_heads),
-      num_v_heads_(cfg.v_heads()),
-      head_k_dim_(cfg.head_dim),
-      head_v_dim_(cfg.head_v_dim()),
-      allow_neg_eigval_(cfg.allow_neg_eigval),
-      lower_bound_(cfg.lower_bound) {
+    : DeltaRuleMixer(cfg, "KimiDeltaAttention"), lower_bound_(cfg.lower_bound) {
   kernel_.impl = cfg.kernel == gdr::Impl::recurrent ? kda::Impl::recurrent : kda::Impl::chunked;
   kernel_.chunk_size = int(cfg.chunk_size);
-  const int64_t d = cfg.hidden_size, kd = cfg.key_dim(), vd = cfg.value_dim(), hv = cfg.v_heads();
+  const int64_t d = cfg.hidden_size, vd = cfg.value_dim(), hv = cfg.v_heads();
   const int64_t gate_dim = hv * cfg.head_dim;  // a decay per value head and key channel
-  q_proj = register_module("q_proj", std::make_shared<Linear>(d, kd, false, ctx));
-  k_proj = register_module("k_proj", std::make_shared<Linear>(d, kd, false, ctx));
-  v_proj = register_module("v_proj", std::make_shared<Linear>(d, vd, false, ctx));
-  if (cfg.use_short_conv) {
-    q_conv1d = register_module(
-        "q_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
-    k_conv1d = register_module(
-        "k_conv1d", std::make_shared<ShortConv>(kd, cfg.conv_size, ctx, cfg.conv1d_impl));
-    v_conv1d = register_module(
-        "v_conv1d", std::make_shared<ShortConv>(vd, cfg.conv_size, ctx, cfg.conv1d_impl));
-  }
+  add_qkv_proj(cfg, ctx);
+  add_short_convs(cfg, ctx);
   f_proj = register_module(
       "f_proj", std::make_shared<LowRankLinear>(d, cfg.head_v_dim(), gate_dim, false, ctx));
   b_proj = register_module("b_proj", std::make_shared<Linear>(d, hv, false, ctx));
@@ -67,46 +52,17 @@ Tensor KimiDeltaAttention::decay(const Tensor& f) const {
   return ops::cast(g, f.dtype());
 }
 
-DeltaRuleProjections KimiDeltaAttention::projections() const {
-  return {q_proj.get(),   k_proj.get(),   v_proj.get(),   b_proj.get(),
-          q_conv1d.get(), k_conv1d.get(), v_conv1d.get(), num_heads_,
-          num_v_heads_,   head_k_dim_,    head_v_dim_,    allow_neg_eigval_};
-}
-
-Tensor KimiDeltaAttention::run(const Tensor& x, const CuSeqlens& cu,
-                               KimiDeltaAttentionState* state) const {
+Tensor KimiDeltaAttention::run(const Tensor& x, const CuSeqlens& cu, DeltaRuleState* state) const {
   ModuleScope scope(*this);
-  GDN_CHECK(x.dim() == 3 && x.size(2) == hidden_size_, "KimiDeltaAttention: input ",
-            shape_str(x.shape()), " must be [B, T, ", hidden_size_, "]");
-  const int64_t B = x.size(0), T = x.size(1), HV = num_v_heads_, V = head_v_dim_;
-  const auto [q, k, v, beta] = delta_rule_inputs(projections(), x, cu, state);
+  const DeltaRuleInputs in = inputs(x, cu, state);
   Tensor g = decay(f_proj->forward(x));
-
-  ops::KdaOptions opt = kernel_;
-  opt.cu_seqlens = cu;
-  Tensor h0;
-  if (state) {
-    opt.impl = kda::Impl::recurrent;  // generation: one step at a time
-    opt.output_final_state = true;
-    h0 = state->ssm;
-  }
-  auto r = ops::kimi_delta_rule(q, k, v, g, beta, opt, h0);
-  if (state) state->ssm = r.ht.detach();
-
-  Tensor o = o_norm->forward(r.o, ops::view(g_proj->forward(x), {B, T, HV, V}));
-  return o_proj->forward(ops::reshape(o, {B, T, HV * V}));
-}
-
-Tensor KimiDeltaAttention::forward(const Tensor& x, const CuSeqlens& cu_seqlens) const {
-  return run(x, cu_seqlens, nullptr);
+  Tensor o = run_delta_rule(ops::kimi_delta_rule, kernel_, kda::Impl::recurrent, in, g, cu, state);
+  Tensor gate = ops::view(g_proj->forward(x), {x.size(0), x.size(1), num_v_heads_, head_v_dim_});
+  return project_out(o_norm->forward(o, gate));
 }
 
 Tensor KimiDeltaAttention::forward_with_state(const Tensor& x, LayerState& state) const {
-  if (!state) state = std::make_unique<KimiDeltaAttentionState>();
-  auto* own = dynamic_cast<KimiDeltaAttentionState*>(state.get());
-  GDN_CHECK(own, "KimiDeltaAttention '", name(),
-            "': the generation state belongs to another mixer");
-  return run(x, {}, own);
+  return run(x, {}, own_state<KimiDeltaAttentionState>(state));
 }
 
 std::shared_ptr<TokenMixer> make_kimi_delta_attention(const ModelConfig& cfg, int64_t /*layer*/,

@@ -32,28 +32,20 @@ class LowRankLinear : public Module {
   std::shared_ptr<Linear> down, up;
 };
 
-class KimiDeltaAttention : public TokenMixer {
+class KimiDeltaAttention : public DeltaRuleMixer {
  public:
   KimiDeltaAttention(const ModelConfig& cfg, const InitContext& ctx);
-  using TokenMixer::forward;
-  Tensor forward(const Tensor& x, const CuSeqlens& cu_seqlens) const override;
   Tensor forward_with_state(const Tensor& x, LayerState& state) const override;
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, b_proj, o_proj;
-  std::shared_ptr<ShortConv> q_conv1d, k_conv1d, v_conv1d;
-  std::shared_ptr<LowRankLinear> f_proj, g_proj;
+  std::shared_ptr<LowRankLinear> f_proj, g_proj;  // and DeltaRuleMixer's
   std::shared_ptr<GatedRMSNorm> o_norm;
-  Tensor A_log, dt_bias;
 
   // The log decay g [B, T, HV, K] from f = f_proj x [B, T, HV K] (the gate's form above).
   Tensor decay(const Tensor& f) const;
 
  private:
-  Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, KimiDeltaAttentionState* state) const;
-  DeltaRuleProjections projections() const;
+  Tensor run(const Tensor& x, const CuSeqlens& cu_seqlens, DeltaRuleState* state) const override;
 
-  int64_t hidden_size_, num_heads_, num_v_heads_, head_k_dim_, head_v_dim_;
-  bool allow_neg_eigval_;
   std::optional<double> lower_bound_;
   ops::KdaOptions kernel_;  // training and evaluation; generation runs the recurrence
 };
