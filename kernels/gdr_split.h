@@ -44,16 +44,43 @@ P* shifted(P* ptr, int64_t by) {
   return ptr ? ptr + by : nullptr;
 }
 
+// The inputs, or their gradients (the same layouts), of the sequence at o: q, k, v, g, beta, h0.
+template <typename Q, typename G, typename S>
+void shift_input_layout(const SequenceOffsets& o, Q*& q, Q*& k, Q*& v, G*& g, G*& beta, S*& h0) {
+  q = shifted(q, o.qk);
+  k = shifted(k, o.qk);
+  v = shifted(v, o.vo);
+  g = shifted(g, o.gate);
+  beta = shifted(beta, o.gate);
+  h0 = shifted(h0, o.state);
+}
+
 template <typename T>
 Inputs<T> sequence_inputs(const Inputs<T>& in, const SequenceOffsets& o) {
   Inputs<T> r = in;
-  r.q = shifted(in.q, o.qk);
-  r.k = shifted(in.k, o.qk);
-  r.v = shifted(in.v, o.vo);
-  r.g = shifted(in.g, o.gate);
-  r.beta = shifted(in.beta, o.gate);
-  r.h0 = shifted(in.h0, o.state);
+  shift_input_layout(o, r.q, r.k, r.v, r.g, r.beta, r.h0);
   return r;
+}
+
+// The outputs of the sequence at o, its residual at `residual`.
+template <typename T>
+ForwardOutputs<T> sequence_outputs(const ForwardOutputs<T>& out, const SequenceOffsets& o,
+                                   acc_t<T>* residual) {
+  ForwardOutputs<T> r = out;
+  r.o = shifted(out.o, o.vo);
+  r.ht = shifted(out.ht, o.state);
+  r.residual = residual;
+  return r;
+}
+template <typename T>
+BackwardArgs<T> sequence_outputs(const BackwardArgs<T>& args, const SequenceOffsets& o,
+                                 const acc_t<T>* residual) {
+  BackwardArgs<T> a = args;
+  a.d_o = shifted(args.d_o, o.vo);
+  a.dht = shifted(args.dht, o.state);
+  a.residual = residual;
+  shift_input_layout(o, a.dq, a.dk, a.dv, a.dg, a.dbeta, a.dh0);
+  return a;
 }
 
 // fn(sub, offsets, residual_at) for each sequence, residual_at advancing by residual_elems(sub).
@@ -68,37 +95,26 @@ void for_each_sequence(const Problem& p, const ResidualElems& residual_elems, co
   }
 }
 
-// forward(sub, inputs, outputs) for each sequence; residual_elems(sub) sizes its residual part.
+// run(sub, inputs, outputs) for each sequence, outputs ForwardOutputs or BackwardArgs;
+// residual_elems(sub) sizes its residual part.
+template <typename T, class Outputs, class Run, class ResidualElems>
+void run_by_sequence(const Problem& p, const Inputs<T>& in, const Outputs& out, const Run& run,
+                     const ResidualElems& residual_elems) {
+  for_each_sequence(p, residual_elems,
+                    [&](const Problem& one, const SequenceOffsets& o, int64_t residual_at) {
+                      run(one, sequence_inputs(in, o),
+                          sequence_outputs(out, o, shifted(out.residual, residual_at)));
+                    });
+}
 template <typename T, class Forward, class ResidualElems>
 void forward_by_sequence(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
                          const Forward& forward, const ResidualElems& residual_elems) {
-  for_each_sequence(p, residual_elems,
-                    [&](const Problem& one, const SequenceOffsets& o, int64_t residual_at) {
-                      ForwardOutputs<T> r = out;
-                      r.o = shifted(out.o, o.vo);
-                      r.ht = shifted(out.ht, o.state);
-                      r.residual = shifted(out.residual, residual_at);
-                      forward(one, sequence_inputs(in, o), r);
-                    });
+  run_by_sequence(p, in, out, forward, residual_elems);
 }
-
 template <typename T, class Backward, class ResidualElems>
 void backward_by_sequence(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
                           const Backward& backward, const ResidualElems& residual_elems) {
-  for_each_sequence(p, residual_elems,
-                    [&](const Problem& one, const SequenceOffsets& o, int64_t residual_at) {
-                      BackwardArgs<T> a = args;
-                      a.d_o = shifted(args.d_o, o.vo);
-                      a.dht = shifted(args.dht, o.state);
-                      a.residual = shifted(args.residual, residual_at);
-                      a.dq = shifted(args.dq, o.qk);
-                      a.dk = shifted(args.dk, o.qk);
-                      a.dv = shifted(args.dv, o.vo);
-                      a.dg = shifted(args.dg, o.gate);
-                      a.dbeta = shifted(args.dbeta, o.gate);
-                      a.dh0 = shifted(args.dh0, o.state);
-                      backward(one, sequence_inputs(in, o), a);
-                    });
+  run_by_sequence(p, in, args, backward, residual_elems);
 }
 
 }  // namespace gdn::gdr::detail

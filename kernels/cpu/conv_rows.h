@@ -47,19 +47,29 @@ inline void forward_row(const T* x, const A* wt, int64_t t, int64_t c, int64_t k
   }
 }
 
+// fn(bi, s, wt, acc) for every position s < t of every batch row bi < b (split over threads
+// when `parallel`): wt the transposed taps of w, acc a thread's own buffer of c accumulators.
+template <typename T, typename Fn>
+void for_each_position(const T* w, int64_t b, int64_t t, int64_t c, int64_t k, bool parallel,
+                       const char* name, const Fn& fn) {
+  using A = acc_t<T>;
+  const std::vector<A> wt = transposed_taps(w, c, k);
+  parallel_rows(
+      b * t, parallel, name, [c] { return std::vector<A>(size_t(c)); },
+      [&](int64_t row, std::vector<A>& acc)
+          GDN_ROW_INLINE { fn(row / t, row % t, wt.data(), acc.data()); });
+}
+
 // row_fn(bi, s, acc) for every output row, acc holding its conv (rows split over threads).
 template <typename T, typename RowFn>
 GDN_CPU_CLONES void for_each_row(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
                                  const int64_t* seq_start, bool parallel, const RowFn& row_fn) {
   using A = acc_t<T>;
-  const std::vector<A> wt = transposed_taps(w, c, k);
-  parallel_rows(
-      b * t, parallel, "conv rows", [c] { return std::vector<A>(size_t(c)); },
-      [&](int64_t row, std::vector<A>& acc) GDN_ROW_INLINE {
-        const int64_t bi = row / t, s = row % t;
-        forward_row(x, wt.data(), t, c, k, bi, s, first_tap(seq_start, s), acc.data());
-        row_fn(bi, s, acc.data());
-      });
+  for_each_position(w, b, t, c, k, parallel, "conv rows",
+                    [&](int64_t bi, int64_t s, const A* wt, A* acc) GDN_ROW_INLINE {
+                      forward_row(x, wt, t, c, k, bi, s, first_tap(seq_start, s), acc);
+                      row_fn(bi, s, acc);
+                    });
 }
 
 // dx of the conv from dy (rows split over threads).
@@ -67,22 +77,19 @@ template <typename T>
 GDN_CPU_CLONES void backward_dx(const T* w, const T* dy, int64_t b, int64_t t, int64_t c, int64_t k,
                                 T* dx, const int64_t* seq_start, bool parallel) {
   using A = acc_t<T>;
-  const std::vector<A> wt = transposed_taps(w, c, k);
-  parallel_rows(
-      b * t, parallel, "conv dx", [c] { return std::vector<A>(size_t(c)); },
-      [&](int64_t row, std::vector<A>& acc) GDN_ROW_INLINE {
-        const int64_t bi = row / t, s = row % t;
-        for (int64_t ch = 0; ch < c; ++ch) acc[size_t(ch)] = A(0);
-        for (int64_t j = 0; j < k; ++j) {
-          const int64_t dst = s + k - 1 - j;
-          if (dst >= t || first_tap(seq_start, dst) > s) continue;
-          const T* gr = dy + (bi * t + dst) * c;
-          const A* wr = wt.data() + j * c;
-          for (int64_t ch = 0; ch < c; ++ch) acc[size_t(ch)] += wr[ch] * to_acc(gr[ch]);
-        }
-        T* out = dx + (bi * t + s) * c;
-        for (int64_t ch = 0; ch < c; ++ch) out[ch] = from_acc<T>(acc[size_t(ch)]);
-      });
+  for_each_position(w, b, t, c, k, parallel, "conv dx",
+                    [&](int64_t bi, int64_t s, const A* wt, A* acc) GDN_ROW_INLINE {
+                      for (int64_t ch = 0; ch < c; ++ch) acc[ch] = A(0);
+                      for (int64_t j = 0; j < k; ++j) {
+                        const int64_t dst = s + k - 1 - j;
+                        if (dst >= t || first_tap(seq_start, dst) > s) continue;
+                        const T* gr = dy + (bi * t + dst) * c;
+                        const A* wr = wt + j * c;
+                        for (int64_t ch = 0; ch < c; ++ch) acc[ch] += wr[ch] * to_acc(gr[ch]);
+                      }
+                      T* out = dx + (bi * t + s) * c;
+                      for (int64_t ch = 0; ch < c; ++ch) out[ch] = from_acc<T>(acc[ch]);
+                    });
 }
 
 // dw of the conv: threads own blocks of 16 channels (a cache line of fp32), and each sums over
