@@ -42,17 +42,8 @@ Vec load(const std::string& path) {
 TEST(KdaCli, RunKernelWritesTheKernelsOutputsAndGradients) {
   ASSERT_NE(test::gdn_binary(), "") << "no gdn program beside this test's build directory";
   for (bool packed : {false, true}) {
-    Problem p;
-    p.B = packed ? 1 : 2;
-    p.T = 40;
-    p.H = 1;
-    p.HV = 2;
-    p.K = 8;
-    p.V = 4;
-    p.chunk = 16;
-    p.scale = 1 / std::sqrt(8.0);
-    p.has_h0 = p.want_ht = true;
-    if (packed) p.cu_seqlens = {0, 9, 33, 40};
+    Problem p = problem(packed ? 1 : 2, 40, 1, 2, 8, 4, 16, Impl::recurrent, true, true,
+                        packed ? std::vector<int64_t>{0, 9, 33, 40} : std::vector<int64_t>{});
     const Data d = make_data(p, -3, 21);
     const int64_t N = p.num_seqs();
     test::TempDir dir("gdn_kda_cli");

@@ -14,28 +14,22 @@ namespace gdn::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config, resume, trace, init_from;
+  std::string config, init_from;
   std::vector<std::string> sets;
-  bool quiet = false, profile_memory = false, overwrite = false;
+  train::TrainerOptions options;  // --resume, --overwrite, --quiet, --profile-memory, --trace
 };
 
 void run_train(const TrainArgs& a) {
   std::string config = a.config;
   if (config.empty()) {
-    GDN_CHECK(!a.resume.empty(), "gdn train needs CONFIG.yaml or --resume DIR");
+    GDN_CHECK(!a.options.resume.empty(), "gdn train needs CONFIG.yaml or --resume DIR");
     // Resuming without a config: the run's own resolved config.
-    config = (std::filesystem::path(train::run_dir_of(a.resume)) / "config.yaml").string();
+    config = (std::filesystem::path(train::run_dir_of(a.options.resume)) / "config.yaml").string();
   }
   std::vector<std::string> sets = a.sets;
   if (!a.init_from.empty()) sets.push_back("train.init_from=" + a.init_from);
   train::RunConfig cfg = train::load_run_config(config, sets);
-  train::TrainerOptions o;
-  o.resume = a.resume;
-  o.overwrite = a.overwrite;
-  o.quiet = a.quiet;
-  o.profile_memory = a.profile_memory;
-  o.trace_path = a.trace;
-  train::Trainer t(cfg, o);
+  train::Trainer t(cfg, a.options);
   train::TrainerState s = t.run();
   if (t.rank() == 0)  // one summary per run, from rank 0
     std::printf("%s\n", nlohmann::json(
@@ -66,18 +60,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--set", a->sets, "override a key: --set train.steps=100 (repeatable)")
       ->expected(1)
       ->take_all();
-  cmd->add_option("--resume", a->resume,
+  cmd->add_option("--resume", a->options.resume,
                   "continue a run: its directory (latest checkpoint) or a checkpoint directory");
-  cmd->add_flag("--overwrite", a->overwrite,
+  cmd->add_flag("--overwrite", a->options.overwrite,
                 "start afresh in a train.out_dir that holds a run: deletes its checkpoints, "
                 "latest, metrics.jsonl and config.yaml (keeps data/)");
   cmd->add_option("--init-from", a->init_from,
                   "start from a model's weights (train.init_from): a run, checkpoint or model "
                   "directory; its config.json is the model, optimizer and schedule start fresh");
-  cmd->add_flag("--quiet", a->quiet, "no progress lines");
-  cmd->add_flag("--profile-memory", a->profile_memory,
+  cmd->add_flag("--quiet", a->options.quiet, "no progress lines");
+  cmd->add_flag("--profile-memory", a->options.profile_memory,
                 "print the memory profile of the first step");
-  cmd->add_option("--trace", a->trace,
+  cmd->add_option("--trace", a->options.trace_path,
                   "write a Chrome trace (Perfetto, chrome://tracing) of 3 steps after 2 of "
                   "warm-up to FILE.json, and print the ops by time");
   cmd->callback([a] { run_train(*a); });
