@@ -1,5 +1,6 @@
 // What the registries of the delta-rule families (kernels/gdr_registry.h, kernels/kda.h) hold per
-// device: an implementation's forward and backward for every input type, and its scratch sizes.
+// device: an implementation's forward and backward for every input type (TypedKernels, which the
+// attention registry shares), and its scratch sizes.
 #pragma once
 #include <cstdint>
 #include <tuple>
@@ -9,17 +10,32 @@
 
 namespace gdn::delta_rule {
 
-// One device's forward and backward for each input type (float, double, bf16), and the scratch
-// each needs in accumulator elements. CUDA's scratch also depends on the bytes of an input
-// element (the fused kernels keep keys in the input type), which the CPU's ignores.
-template <class Problem, template <typename> class Fwd, template <typename> class Bwd>
-struct DeviceKernels {
+// A forward and a backward for each input type (float, double, bf16), null where a type has
+// none: the typed kernels of a registry entry on one device (here and in
+// kernels/attention_registry.h).
+template <template <typename> class Fwd, template <typename> class Bwd>
+struct TypedKernels {
   template <typename T>
   struct Pair {
     Fwd<T> forward = nullptr;
     Bwd<T> backward = nullptr;
   };
-  std::tuple<Pair<float>, Pair<double>, Pair<bf16>> typed;
+  using Tuple = std::tuple<Pair<float>, Pair<double>, Pair<bf16>>;
+  template <typename T>
+  static const Pair<T>& of(const Tuple& typed) {
+    return std::get<Pair<T>>(typed);
+  }
+};
+
+// One device's forward and backward for each input type (float, double, bf16), and the scratch
+// each needs in accumulator elements. CUDA's scratch also depends on the bytes of an input
+// element (the fused kernels keep keys in the input type), which the CPU's ignores.
+template <class Problem, template <typename> class Fwd, template <typename> class Bwd>
+struct DeviceKernels {
+  using Typed = TypedKernels<Fwd, Bwd>;
+  template <typename T>
+  using Pair = typename Typed::template Pair<T>;
+  typename Typed::Tuple typed;
   int64_t (*forward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
   int64_t (*backward_workspace)(const Problem&, int64_t in_bytes) = nullptr;
   // The kernels take packed sequences (Problem::cu_seqlens) themselves; otherwise the entry
@@ -28,7 +44,7 @@ struct DeviceKernels {
 
   template <typename T>
   const Pair<T>& of() const {
-    return std::get<Pair<T>>(typed);
+    return Typed::template of<T>(typed);
   }
 };
 

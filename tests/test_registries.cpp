@@ -1,10 +1,12 @@
-// The registries and typed options of the design (docs/design.md): the gated-delta-rule
-// implementation table, the token mixer table, enum names and their binding in configs.
+// The registries and typed options of the design (docs/design.md): the gated-delta-rule and
+// attention implementation tables, the token mixer table, enum names and their binding in configs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
+#include "kernels/attention_registry.h"
 #include "kernels/gdr_registry.h"
 #include "layers/gated_deltanet.h"
 #include "layers/model.h"
@@ -63,6 +65,116 @@ TEST(GdrRegistry, ResidualSizeFollowsThePolicy) {
   p.residual = gdr::Residual::full;
   EXPECT_EQ(gdr::implementation_of(p).name, std::string("fused"));
   EXPECT_EQ(gdr::residual_elems(p), states);
+}
+
+TEST(AttentionRegistry, OneEntryPerImplementation) {
+  std::vector<std::string> names;
+  for (const attn::Implementation& i : attn::implementations()) names.push_back(i.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"attention", "attention_flash", "attention_cudnn"}));
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const attn::Implementation& i : attn::implementations()) {
+    EXPECT_EQ(&attn::find_implementation(i.name), &i);
+    EXPECT_EQ(&attn::implementation_of(i.impl), &i) << i.name;
+    EXPECT_TRUE(attn::is_implementation(i.name));
+    EXPECT_TRUE(i.on_cuda) << i.name;
+    EXPECT_NE(std::string(i.summary), "") << i.name;
+  }
+  EXPECT_EQ(attn::implementation_names(), "attention, attention_flash, attention_cudnn");
+  EXPECT_EQ(attn::implementation_names(true), "attention");
+  EXPECT_EQ(attn::cuda_only_names(), "attention_flash, attention_cudnn");
+  EXPECT_EQ(attn::find_implementation("attention").impl, attn::Impl::automatic);
+  EXPECT_FALSE(attn::is_implementation("flash"));
+  // An unknown name is named, with the known ones.
+  const std::string e = error_of([] { attn::find_implementation("attention_fa3"); });
+  EXPECT_NE(e.find("unknown implementation 'attention_fa3' (known: attention, attention_flash, "
+                   "attention_cudnn)"),
+            std::string::npos)
+      << e;
+}
+
+// `attention` runs the CPU kernel for every input type; the CUDA-only entries have no CPU kernel,
+// their CUDA kernels only in a CUDA build, and cuDNN's for bf16 alone.
+TEST(AttentionRegistry, KernelsPerDevice) {
+  const attn::Implementation& pick = attn::find_implementation("attention");
+  ASSERT_TRUE(pick.on_cpu && pick.cpu);
+  EXPECT_TRUE(pick.cpu->of<float>().forward && pick.cpu->of<float>().backward);
+  EXPECT_TRUE(pick.cpu->of<double>().forward && pick.cpu->of<bf16>().backward);
+  EXPECT_EQ(pick.cuda, nullptr);  // resolved per pass (attn::cuda_pass)
+  for (const char* name : {"attention_flash", "attention_cudnn"}) {
+    const attn::Implementation& i = attn::find_implementation(name);
+    EXPECT_FALSE(i.on_cpu) << name;
+    EXPECT_EQ(i.cpu, nullptr) << name;
+#if defined(GDN_WITH_CUDA)
+    ASSERT_NE(i.cuda, nullptr) << name;
+    EXPECT_TRUE(i.cuda->of<bf16>().forward && i.cuda->of<bf16>().backward) << name;
+    EXPECT_EQ(i.cuda->of<float>().forward != nullptr, i.impl == attn::Impl::flash) << name;
+#else
+    EXPECT_EQ(i.cuda, nullptr) << name;
+#endif
+  }
+#if !defined(GDN_WITH_CUDA)
+  EXPECT_THROW(
+      attn::cuda_pass(attn::Problem{}, attn::Impl::automatic, attn::SdpaType::bf16, false, nullptr),
+      std::invalid_argument);
+#endif
+}
+
+// The residual is lse [B, H, T]; the CPU workspace is the CPU kernel's, in accumulator bytes.
+TEST(AttentionRegistry, ResidualAndWorkspaceSizes) {
+  attn::Problem p;
+  p.B = 2, p.T = 40, p.H = 4, p.HKV = 2, p.D = 16, p.scale = 0.25;
+  const attn::Implementation& pick = attn::find_implementation("attention");
+  for (const attn::Implementation& i : attn::implementations())
+    EXPECT_EQ(i.residual_elems(p), 2 * 4 * 40) << i.name;
+  for (bool backward : {false, true}) {
+    const int64_t elems =
+        backward ? attn::backward_workspace_elems(p) : attn::forward_workspace_elems(p);
+    EXPECT_EQ(pick.cpu->workspace_bytes(p, attn::SdpaType::f32, backward, nullptr, nullptr),
+              4 * elems);
+    EXPECT_EQ(pick.cpu->workspace_bytes(p, attn::SdpaType::bf16, backward, nullptr, nullptr),
+              4 * elems);
+    EXPECT_EQ(pick.cpu->workspace_bytes(p, attn::SdpaType::f64, backward, nullptr, nullptr),
+              8 * elems);
+  }
+}
+
+// Visible (query, key) pairs of one sequence of L tokens, counted one query at a time.
+double pairs_by_count(int64_t L, int64_t window) {
+  double n = 0;
+  for (int64_t t = 0; t < L; ++t) n += double(window > 0 ? std::min(t + 1, window) : t + 1);
+  return n;
+}
+
+// The FLOPs `gdn bench` reports for attention rows: per query head, 4 D per visible pair forward
+// and 10 D more backward (14 D for forward and backward), full causal, windowed and packed.
+TEST(AttentionRegistry, FlopsPerVisiblePair) {
+  attn::Problem p;
+  p.B = 2, p.T = 200, p.H = 3, p.HKV = 3, p.D = 16, p.scale = 0.25;
+  for (const attn::Implementation& i : attn::implementations()) {
+    for (int64_t window : {int64_t(0), int64_t(32), int64_t(200), int64_t(500)}) {
+      p.window = window;
+      const double pairs = 2 * pairs_by_count(200, window);
+      EXPECT_DOUBLE_EQ(attn::visible_pairs(p), pairs) << window;
+      EXPECT_DOUBLE_EQ(i.flops(p, false), 3 * pairs * 4 * 16) << i.name << " w=" << window;
+      EXPECT_DOUBLE_EQ(i.flops(p, true), 3 * pairs * 14 * 16) << i.name << " w=" << window;
+    }
+  }
+  // Packed: three sequences of 10, 54 and 136 tokens (B = 1); full and a window of 20.
+  p.B = 1;
+  p.cu_seqlens = {0, 10, 64, 200};
+  for (int64_t window : {int64_t(0), int64_t(20)}) {
+    p.window = window;
+    const double pairs =
+        pairs_by_count(10, window) + pairs_by_count(54, window) + pairs_by_count(136, window);
+    EXPECT_DOUBLE_EQ(attn::visible_pairs(p), pairs) << window;
+    EXPECT_DOUBLE_EQ(attn::find_implementation("attention").flops(p, true), 3 * pairs * 14 * 16);
+  }
+  // The closed forms: T (T + 1) / 2 in full; w (w + 1) / 2 + (T - w) w with a window w < T.
+  p.cu_seqlens.clear();
+  p.T = 4096, p.window = 0;
+  EXPECT_DOUBLE_EQ(attn::visible_pairs(p), 4096.0 * 4097 / 2);
+  p.window = 1024;
+  EXPECT_DOUBLE_EQ(attn::visible_pairs(p), 1024.0 * 1025 / 2 + (4096.0 - 1024) * 1024);
 }
 
 TEST(EnumTable, NamesParseAndChoices) {

@@ -1,9 +1,9 @@
 // attention(): shape and dtype checks, the output and the saved lse (tagged activation by
 // autograd when saved), workspaces (tagged workspace, freed after each call), then the kernel of
-// the device (kernels/cpu/attention.h, kernels/cuda/attention_cuda.h; on CUDA bf16 cuDNN's fused
-// attention where attn::run_on_cudnn says so, kernels/cuda/attention_cudnn.h, each pass deciding
-// for itself: both save the same lse). On meta only the allocations happen (workspaces sized as
-// the CPU's).
+// the device from the attention registry (kernels/attention_registry.h: the CPU kernel; on CUDA
+// the entry attn::cuda_pass picks, cuDNN's fused attention where attn::run_on_cudnn says so and
+// our flash kernel otherwise, each pass deciding for itself: both save the same lse). On meta only
+// the allocations happen (workspaces sized as the CPU's).
 #include "src/ops/attention.h"
 
 #include <algorithm>
@@ -12,10 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/attention.h"
-#if defined(GDN_WITH_CUDA)
-#include "kernels/cuda/attention_cuda.h"
-#endif
+#include "kernels/attention_registry.h"
 #include "src/autograd/function.h"
 #include "src/ops/dispatch.h"
 #include "src/ops/kernel_scratch.h"
@@ -62,40 +59,34 @@ T* ptr(const Tensor& t) {
   return t.data<T>();
 }
 
-// Acc elements of workspace the device's kernels need (the CPU and CUDA kernels keep different
-// scratch; meta sizes the CPU's).
-int64_t workspace_elems(const attn::Problem& p, Device dev, bool backward) {
+// What runs one pass on `dev` and the bytes of workspace it needs (kernels/attention_registry.h):
+// on CUDA the entry attn::cuda_pass picks for `impl` (cuDNN's fused attention or the flash kernel),
+// elsewhere the CPU kernel (meta sizes the CPU's workspace).
+struct PassPlan {
+  const char* name;  // the entry's
+  const attn::DeviceKernels* kernels;
+  int64_t workspace_bytes;
+};
+PassPlan plan_of(const attn::Problem& p, attn::Impl impl, DType dt, Device dev, bool backward) {
+  const attn::SdpaType t = attention_type(dt);
 #if defined(GDN_WITH_CUDA)
-  if (dev.is_cuda())
-    return backward ? attn::cuda_backward_workspace_elems(p)
-                    : attn::cuda_forward_workspace_elems(p);
-#else
-  (void)dev;
+  if (dev.is_cuda()) {
+    try {
+      const attn::CudaPass c = attn::cuda_pass(p, impl, t, backward, detail::stream_of(dev));
+      return {c.runs->name, c.runs->cuda, c.workspace_bytes};
+    } catch (const std::invalid_argument& e) {
+      GDN_FAIL("attention: ", e.what());
+    }
+  }
 #endif
-  return backward ? attn::backward_workspace_elems(p) : attn::forward_workspace_elems(p);
+  const attn::Implementation& cpu = attn::implementation_of(attn::Impl::automatic);
+  return {cpu.name, cpu.cpu, cpu.cpu->workspace_bytes(p, t, backward, nullptr, nullptr)};
 }
 
-// Bytes of cuDNN workspace when this pass runs on cuDNN's fused attention, -1 when the device's
-// own kernel runs it (CPU, meta, flash asked for, or cuDNN unable under auto).
-int64_t cudnn_bytes(const attn::Problem& p, attn::Impl impl, DType dt, Device dev, bool backward) {
-#if defined(GDN_WITH_CUDA)
-  if (!dev.is_cuda()) return -1;
-  const attn::Impl req = impl;  // resolved before the call (model.attention_impl)
-  if (req == attn::Impl::flash) return -1;
-  std::string why = str_cat("cuDNN's fused attention runs bf16 here, got ", dtype_name(dt));
-  const int64_t bytes = dt == DType::bfloat16
-                            ? attn::cudnn_workspace_bytes(p, backward, detail::stream_of(dev), &why)
-                            : -1;
-  try {
-    attn::run_on_cudnn(req, bytes >= 0 ? std::string() : why);
-  } catch (const std::invalid_argument& e) {
-    GDN_FAIL("attention: ", e.what());
-  }
-  return bytes;
-#else
-  (void)p, (void)impl, (void)dt, (void)dev, (void)backward;
-  return -1;
-#endif
+// The pass's scratch in accumulator elements (its bytes rounded up), tagged workspace.
+Tensor plan_workspace(const PassPlan& plan, DType acc, Device dev) {
+  const int64_t unit = int64_t(dtype_size(acc));
+  return workspace((plan.workspace_bytes + unit - 1) / unit, acc, dev);
 }
 
 class AttentionFn final : public autograd::Function {
@@ -110,25 +101,18 @@ class AttentionFn final : public autograd::Function {
     const DType ad = acc_dtype(q.dtype());
     Tensor o = empty(q.shape(), q.dtype(), dev);
     Tensor lse = empty({p_.B, p_.H, p_.T}, ad, dev);
-    if (const int64_t bytes = cudnn_bytes(p_, impl_, q.dtype(), dev, false); bytes >= 0) {
-#if defined(GDN_WITH_CUDA)
-      Tensor ws = workspace((bytes + 3) / 4, DType::float32, dev);
-      attn::forward_cudnn(p_, ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<bf16>(o),
-                          ptr<float>(lse), ws.data_ptr(), detail::stream_of(dev));
-#endif
-    } else {
-      Tensor ws = workspace(workspace_elems(p_, dev, false), ad, dev);
+    {
+      const PassPlan plan = plan_of(p_, impl_, q.dtype(), dev, false);
+      Tensor ws = plan_workspace(plan, ad, dev);
       if (!dev.is_meta()) {
         dispatch_dtype<KernelTypes>(q.dtype(), "attention", [&](auto tag) {
           using scalar_t = typename decltype(tag)::type;
-          using A = acc_t<scalar_t>;
-          const scalar_t *qp = ptr<scalar_t>(q), *kp = ptr<scalar_t>(k), *vp = ptr<scalar_t>(v);
-          GDN_RUN_ON_DEVICE(
-              dev, "attention",
-              attn::forward_cpu<scalar_t>(p_, qp, kp, vp, ptr<scalar_t>(o), ptr<A>(lse),
-                                          ptr<A>(ws)),
-              attn::forward_cuda<scalar_t>(p_, qp, kp, vp, ptr<scalar_t>(o), ptr<A>(lse),
-                                           ptr<A>(ws), detail::stream_of(dev)));
+          attn::Args<scalar_t> a;
+          a.q = ptr<scalar_t>(q), a.k = ptr<scalar_t>(k), a.v = ptr<scalar_t>(v);
+          a.o = ptr<scalar_t>(o);
+          a.lse = ptr<acc_t<scalar_t>>(lse);
+          a.workspace = ws.data_ptr();
+          run(plan, plan.kernels->template of<scalar_t>().forward, a, dev, "attention");
         });
       }
     }
@@ -146,40 +130,54 @@ class AttentionFn final : public autograd::Function {
     Tensor d_o = contiguous(cast(grads[0], dt));
     Tensor dq = empty(q.shape(), dt, dev), dk = empty(k.shape(), dt, dev);
     Tensor dv = empty(v.shape(), dt, dev);
-    if (const int64_t bytes = cudnn_bytes(p_, impl_, dt, dev, true); bytes >= 0) {
-#if defined(GDN_WITH_CUDA)
-      Tensor ws = workspace((bytes + 3) / 4, DType::float32, dev);
-      attn::backward_cudnn(p_, ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<bf16>(o),
-                           ptr<float>(lse), ptr<bf16>(d_o), ptr<bf16>(dq), ptr<bf16>(dk),
-                           ptr<bf16>(dv), ws.data_ptr(), detail::stream_of(dev));
-#endif
-    } else {
-      Tensor ws = workspace(workspace_elems(p_, dev, true), ad, dev);
-      if (!dev.is_meta()) {
-        dispatch_dtype<KernelTypes>(dt, "attention", [&](auto tag) {
-          using scalar_t = typename decltype(tag)::type;
-          using A = acc_t<scalar_t>;
-          const scalar_t *qp = ptr<scalar_t>(q), *kp = ptr<scalar_t>(k), *vp = ptr<scalar_t>(v);
-          const scalar_t *op = ptr<scalar_t>(o), *dop = ptr<scalar_t>(d_o);
-          GDN_RUN_ON_DEVICE(
-              dev, "attention backward",
-              attn::backward_cpu<scalar_t>(p_, qp, kp, vp, op, ptr<A>(lse), dop, ptr<scalar_t>(dq),
-                                           ptr<scalar_t>(dk), ptr<scalar_t>(dv), ptr<A>(ws)),
-              attn::backward_cuda<scalar_t>(p_, qp, kp, vp, op, ptr<A>(lse), dop, ptr<scalar_t>(dq),
-                                            ptr<scalar_t>(dk), ptr<scalar_t>(dv), ptr<A>(ws),
-                                            detail::stream_of(dev)));
-        });
-      }
+    const PassPlan plan = plan_of(p_, impl_, dt, dev, true);
+    Tensor ws = plan_workspace(plan, ad, dev);
+    if (!dev.is_meta()) {
+      dispatch_dtype<KernelTypes>(dt, "attention", [&](auto tag) {
+        using scalar_t = typename decltype(tag)::type;
+        attn::Args<scalar_t> a;
+        a.q = ptr<scalar_t>(q), a.k = ptr<scalar_t>(k), a.v = ptr<scalar_t>(v);
+        a.o = ptr<scalar_t>(o);
+        a.lse = ptr<acc_t<scalar_t>>(lse);
+        a.d_o = ptr<scalar_t>(d_o);
+        a.dq = ptr<scalar_t>(dq), a.dk = ptr<scalar_t>(dk), a.dv = ptr<scalar_t>(dv);
+        a.workspace = ws.data_ptr();
+        run(plan, plan.kernels->template of<scalar_t>().backward, a, dev, "attention backward");
+      });
     }
     return {dq, dk, dv};
   }
 
  private:
+  // One pass of the planned kernel on dev (a trace span named `op`).
+  template <typename T>
+  void run(const PassPlan& plan, attn::Pass<T> kernel, const attn::Args<T>& a, Device dev,
+           const char* op) const {
+    GDN_CHECK(kernel, op, ": no ", dtype_name(dtype_of<T>::value), " kernel in ", plan.name);
+    GDN_RUN_ON_DEVICE(dev, op, kernel(p_, a, nullptr), kernel(p_, a, detail::stream_of(dev)));
+  }
+
   attn::Problem p_;
   attn::Impl impl_;
 };
 
 }  // namespace
+
+attn::SdpaType attention_type(DType dt) {
+  switch (dt) {
+    case DType::float32:
+      return attn::SdpaType::f32;
+    case DType::float64:
+      return attn::SdpaType::f64;
+    case DType::bfloat16:
+      return attn::SdpaType::bf16;
+    case DType::float16:
+      return attn::SdpaType::f16;
+    default:
+      GDN_FAIL("attention: dtype ", dtype_name(dt),
+               " is not supported (float32, bfloat16, float64)");
+  }
+}
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
   detail::common_device("attention", {q, k, v});

@@ -1,7 +1,7 @@
-// Causal softmax attention as a differentiable op over the flash-attention kernels
-// (kernels/cpu/attention.h; on CUDA kernels/cuda/attention_cuda.h). Layout is flash-attention's
-// / fla's: q [B, T, H, D], k, v [B, T, HKV, D] (H a multiple of HKV: grouped-query attention)
-// -> o [B, T, H, D]:
+// Causal softmax attention as a differentiable op over the kernels of the attention registry
+// (kernels/attention_registry.h: kernels/cpu/attention.h; on CUDA kernels/cuda/attention_cuda.h).
+// Layout is flash-attention's / fla's: q [B, T, H, D], k, v [B, T, HKV, D] (H a multiple of HKV:
+// grouped-query attention) -> o [B, T, H, D]:
 //   o_t = sum_s softmax_s(scale q_t . k_s) v_s over keys first(t) <= s <= t,
 // first(t) = sequence start (window 0) or max(start, t - window + 1).
 // The autograd op is named "attention"; it saves q, k, v, o and the row log-sum-exp lse
@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/attention_registry.h"
 #include "src/core/tensor.h"
 
 namespace gdn::ops {
@@ -28,6 +28,10 @@ struct AttentionOptions {
   // where it cannot run) or flash (our kernel). Layers pass model.attention_impl.
   attn::Impl impl = attn::Impl::automatic;
 };
+
+// The element type the attention registry sizes workspaces and picks kernels by (fp16 included:
+// the kernels' dispatch refuses it); another dtype is an error naming it.
+attn::SdpaType attention_type(DType dt);
 
 // fp32, fp64 or bf16 inputs of one dtype; the output has their dtype.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
