@@ -1,8 +1,9 @@
 // `gdn bench --impls attention`: attention rows beside the gated delta rule at the same shapes,
 // one per --window, FLOPs counted per visible (query, key) pair (counted here independently),
 // rel_err against the fp64 kernel, and the crossover lines in the JSON; the CUDA kernels' names
-// (attention_flash, attention_cudnn) refused on the CPU naming the flag and the device, and the
-// crossover lines of rows with those names (src/cli/bench_attention.h, compiled into this test).
+// (attention_flash, attention_cudnn: entries of kernels/attention_registry.h) refused on the CPU
+// naming the flag and the device, and the crossover lines of rows with those names
+// (src/cli/bench_attention.h, compiled into this test).
 // tests/test_cuda_bench_attention.cpp runs the CUDA rows.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -94,20 +95,18 @@ TEST(BenchAttention, RefusesTheCudaKernelsOnTheCpu) {
 }
 
 TEST(BenchAttention, ImplNames) {
-  using cli::AttentionKernel;
   for (const char* name : {"attention", "attention_flash", "attention_cudnn"}) {
-    EXPECT_TRUE(cli::is_attention_impl(name)) << name;
-    EXPECT_EQ(cli::attention_impl_name(cli::parse_attention_impl(name, Device::cuda(0))),
-              std::string(name));
+    EXPECT_TRUE(attn::is_implementation(name)) << name;
+    EXPECT_EQ(std::string(cli::attention_entry(name, Device::cuda(0)).name), std::string(name));
   }
-  EXPECT_FALSE(cli::is_attention_impl("chunked"));
-  EXPECT_FALSE(cli::is_attention_impl("attention_fa3"));
-  EXPECT_EQ(cli::parse_attention_impl("attention", Device::cpu()), AttentionKernel::pick);
-  EXPECT_EQ(cli::parse_attention_impl("attention_flash", Device::cuda(0)), AttentionKernel::flash);
-  EXPECT_EQ(cli::parse_attention_impl("attention_cudnn", Device::cuda(0)), AttentionKernel::cudnn);
+  EXPECT_FALSE(attn::is_implementation("chunked"));
+  EXPECT_FALSE(attn::is_implementation("attention_fa3"));
+  EXPECT_EQ(cli::attention_entry("attention", Device::cpu()).impl, attn::Impl::automatic);
+  EXPECT_EQ(cli::attention_entry("attention_flash", Device::cuda(0)).impl, attn::Impl::flash);
+  EXPECT_EQ(cli::attention_entry("attention_cudnn", Device::cuda(0)).impl, attn::Impl::cudnn);
   for (const char* name : {"attention_flash", "attention_cudnn"}) {
     try {
-      cli::parse_attention_impl(name, Device::cpu());
+      cli::attention_entry(name, Device::cpu());
       ADD_FAILURE() << name << " accepted on the CPU";
     } catch (const std::exception& e) {
       const std::string what = e.what();
@@ -115,7 +114,7 @@ TEST(BenchAttention, ImplNames) {
       EXPECT_NE(what.find("--device cpu"), std::string::npos) << what;
     }
   }
-  EXPECT_THROW(cli::parse_attention_impl("attention_fa3", Device::cuda(0)), std::exception);
+  EXPECT_THROW(cli::attention_entry("attention_fa3", Device::cuda(0)), std::exception);
 }
 
 // Rows of the CUDA kernels' names, with and without a window, against one gated-delta-rule row:

@@ -453,7 +453,8 @@ class GdrRows : public RowFamily {
 // share their inputs and the fp64 reference.
 class AttentionRows : public RowFamily {
  public:
-  AttentionRows(std::vector<AttentionKernel> kernels, const BenchArgs& a, bool beside_gdr)
+  AttentionRows(std::vector<const attn::Implementation*> kernels, const BenchArgs& a,
+                bool beside_gdr)
       : kernels_(std::move(kernels)), a_(a), beside_gdr_(beside_gdr) {}
   size_t rows_per_case() const override {
     return kernels_.size() * a_.windows.size() * a_.modes.size();
@@ -467,11 +468,11 @@ class AttentionRows : public RowFamily {
       const AttentionCase ac{c.B, c.H, c.T, c.D, c.dtype, w, c.cu_seqlens};
       std::unique_ptr<AttentionInputs> in;
       std::string inputs_error;
-      for (AttentionKernel kernel : kernels_)
+      for (const attn::Implementation* kernel : kernels_)
         for (const auto& mode : a_.modes) {
           ++s.done;
           if (c.chunk != a_.chunks.front()) continue;
-          const std::string name = attention_impl_name(kernel);
+          const std::string name = kernel->name;
           const std::string at_window = " w=" + std::to_string(w);
           json r;
           try {
@@ -488,7 +489,7 @@ class AttentionRows : public RowFamily {
             }
             if (!inputs_error.empty()) throw std::runtime_error(inputs_error);
             s.progress(name + " " + mode, c, std::string(dtype_name(c.dtype)) + at_window);
-            r = run_attention_case(ac, kernel, mode, s.dev, a_.repeats, a_.min_sample_ms, s.peak,
+            r = run_attention_case(ac, *kernel, mode, s.dev, a_.repeats, a_.min_sample_ms, s.peak,
                                    *in);
             s.relate_to_unpacked(c, name + "@" + std::to_string(w), mode, TimedCall{}, r);
           } catch (const std::exception& e) {
@@ -510,7 +511,7 @@ class AttentionRows : public RowFamily {
   }
 
  private:
-  std::vector<AttentionKernel> kernels_;
+  std::vector<const attn::Implementation*> kernels_;
   const BenchArgs& a_;
   bool beside_gdr_;
 };
@@ -570,12 +571,12 @@ std::vector<std::unique_ptr<RowFamily>> row_families(const BenchArgs& a, Device 
   const bool gdr_op = selected("gdr"), kda_op = selected("kda");
   const bool explicit_impls = a.impls != BenchArgs{}.impls;
   std::vector<const gdr::Implementation*> impls;
-  std::vector<AttentionKernel> attention_kernels;
+  std::vector<const attn::Implementation*> attention_kernels;
   std::vector<const kda::Implementation*> kda_impls;
   for (const auto& name : a.impls) {
     bool known = false;
-    if (gdr_op && is_attention_impl(name)) {
-      attention_kernels.push_back(parse_attention_impl(name, dev));
+    if (gdr_op && attn::is_implementation(name)) {
+      attention_kernels.push_back(&attention_entry(name, dev));
       continue;
     }
     for (const gdr::Implementation& i : gdr::implementations())
@@ -584,8 +585,8 @@ std::vector<std::unique_ptr<RowFamily>> row_families(const BenchArgs& a, Device 
       if (kda_op && name == i.name) kda_impls.push_back(&i), known = true;
     // The default list names gdr's implementations; kda takes those it has.
     GDN_CHECK(known || (!explicit_impls && !gdr_op), "--impls ", name, ": unknown (known: ",
-              gdr_op ? gdr::implementation_names() +
-                           ", attention, and on CUDA attention_flash, attention_cudnn"
+              gdr_op ? gdr::implementation_names() + ", " + attn::implementation_names(true) +
+                           ", and on CUDA " + attn::cuda_only_names()
                      : "",
               gdr_op && kda_op ? "; " : "", kda_op ? "kda: " + kda::implementation_names() : "",
               ")");
@@ -617,7 +618,7 @@ void run(BenchArgs a) {
   const Device dev = bench_device(a.device, &no_device);
   const std::vector<std::unique_ptr<RowFamily>> families = row_families(a, dev);
   const bool attention = std::any_of(a.impls.begin(), a.impls.end(),
-                                     [](const auto& n) { return is_attention_impl(n); });
+                                     [](const auto& n) { return attn::is_implementation(n); });
   for (int64_t w : a.windows) GDN_CHECK(w >= 0, "--window ", w, ": must be >= 0 (0: full causal)");
   Sweep s(a, dev, no_device, measure_peak(dev, a.peak_gflops));
   json doc = {{"device", device_info(dev, s.peak)},
@@ -665,11 +666,11 @@ void run(BenchArgs a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto a = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand(
-      "bench",
+  const auto [cmd, a] = add_command<BenchArgs>(
+      app, "bench",
       "Benchmark the gated-delta-rule kernels and attention (seed schema); exit status 2 when a "
-      "result failed");
+      "result failed",
+      run);
   cmd->add_option("--impls", a->impls,
                   gdr::implementation_names() +
                       ",attention (the device's choice); on CUDA also attention_flash (our "
@@ -731,7 +732,6 @@ void add_bench_command(CLI::App& app) {
                   "also pack sequences of these lengths (their sum is T; B = 1)")
       ->delimiter(',')
       ->check(whole_number(1));
-  cmd->callback([a] { run(*a); });
 }
 
 }  // namespace gdn::cli

@@ -10,14 +10,12 @@
 #include <map>
 #include <stdexcept>
 #include <tuple>
-#include <type_traits>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_registry.h"
 #include "src/core/allocator.h"
+#include "src/ops/attention.h"
 #include "src/ops/ops.h"
 #if defined(GDN_WITH_CUDA)
-#include "kernels/cuda/attention_cuda.h"
-#include "kernels/cuda/attention_cudnn.h"
 #include "src/core/cuda/cuda_context.h"
 #endif
 
@@ -26,9 +24,6 @@ namespace gdn::cli {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kFlashName = "attention_flash";
-constexpr const char* kCudnnName = "attention_cudnn";
 
 attn::Problem problem_of(const AttentionCase& c) {
   attn::Problem p;
@@ -60,123 +55,86 @@ Tensor workspace(int64_t elems, DType dt, Device dev) {
   return ops::empty({std::max<int64_t>(elems, 1)}, dt, dev);
 }
 
-template <typename T>
-void call_kernels(const attn::Problem& p, const Buffers& b, bool fwd_bwd) {
-  using A = acc_t<T>;
-  const DType acc = dtype_of<A>::value;
-  {
-    Tensor ws = workspace(attn::forward_workspace_elems(p), acc, Device::cpu());
-    attn::forward_cpu<T>(p, b.q.data<T>(), b.k.data<T>(), b.v.data<T>(), b.o.data<T>(),
-                         b.lse.data<A>(), ws.data<A>());
-  }
-  if (!fwd_bwd) return;
-  Tensor ws = workspace(attn::backward_workspace_elems(p), acc, Device::cpu());
-  attn::backward_cpu<T>(p, b.q.data<T>(), b.k.data<T>(), b.v.data<T>(), b.o.data<T>(),
-                        b.lse.data<A>(), b.d_o.data<T>(), b.dq.data<T>(), b.dk.data<T>(),
-                        b.dv.data<T>(), ws.data<A>());
-}
-
-void call(const attn::Problem& p, const Buffers& b, bool fwd_bwd) {
-  switch (b.q.dtype()) {
-    case DType::float32:
-      return call_kernels<float>(p, b, fwd_bwd);
-    case DType::float64:
-      return call_kernels<double>(p, b, fwd_bwd);
-    case DType::bfloat16:
-      return call_kernels<bf16>(p, b, fwd_bwd);
-    default:
-      GDN_FAIL("attention: dtype ", dtype_name(b.q.dtype()),
-               " is not supported (float32, bfloat16, float64)");
-  }
-}
-
-#if defined(GDN_WITH_CUDA)
-// What runs one pass on CUDA: cuDNN (with its workspace bytes) or the flash kernel, and why not
-// cuDNN where `attention` chose the flash kernel for want of it.
+// What runs one pass: an entry's kernels on the device and the workspace bytes they take, and on
+// CUDA, where `attention` chose the flash kernel for want of cuDNN, why.
 struct PassPlan {
-  bool cudnn = false;
-  int64_t cudnn_bytes = 0;
+  const attn::Implementation* runs = nullptr;
+  const attn::DeviceKernels* kernels = nullptr;
+  int64_t workspace_bytes = 0;
   std::string why_not;
+  bool cudnn() const { return runs && runs->impl == attn::Impl::cudnn; }
 };
 
-// The choice of ops::attention (src/ops/attention.cpp) for `pick`, or the kernel asked for.
-PassPlan plan_pass(const attn::Problem& p, AttentionKernel kernel, DType dt, void* stream,
-                   bool backward) {
-  PassPlan plan;
-  if (kernel == AttentionKernel::flash) return plan;
-  std::string why = std::string("cuDNN's fused attention runs bf16 here, got ") + dtype_name(dt);
-  const int64_t bytes =
-      dt == DType::bfloat16 ? attn::cudnn_workspace_bytes(p, backward, stream, &why) : -1;
-  if (kernel == AttentionKernel::cudnn) {
-    GDN_CHECK(bytes >= 0, kCudnnName, ": cuDNN cannot run this case (",
+// The entry's kernels for one pass on `dev` (kernels/attention_registry.h); on CUDA for
+// `attention` the choice of ops::attention (src/ops/attention.cpp), or the kernel asked for.
+PassPlan plan_pass(const attn::Problem& p, const attn::Implementation& entry, DType dt, Device dev,
+                   void* stream, bool backward) {
+  const attn::SdpaType t = ops::attention_type(dt);
+  if (!dev.is_cuda())
+    return {&entry, entry.cpu, entry.cpu->workspace_bytes(p, t, backward, nullptr, nullptr), ""};
+  if (entry.impl == attn::Impl::cudnn) {
+    std::string why;
+    const int64_t bytes = entry.cuda->workspace_bytes(p, t, backward, stream, &why);
+    GDN_CHECK(bytes >= 0, entry.name, ": cuDNN cannot run this case (",
               backward ? "backward" : "forward", "): ", why);
-  } else {
-    // The op's choice: auto, or GDN_ATTENTION's (read once, layers/config.h).
-    const attn::Impl req = nn::backend_overrides().attention.value_or(attn::Impl::automatic);
-    try {
-      if (!attn::run_on_cudnn(req, bytes >= 0 ? std::string() : why)) {
-        plan.why_not = req == attn::Impl::flash ? "GDN_ATTENTION=flash" : why;
-        return plan;
-      }
-    } catch (const std::invalid_argument& e) {
-      GDN_FAIL("attention (GDN_ATTENTION): ", e.what());
-    }
+    return {&entry, entry.cuda, bytes, ""};
   }
-  plan.cudnn = true;
-  plan.cudnn_bytes = bytes;
+  // `attention`: the op's choice, auto or GDN_ATTENTION's (read once, layers/config.h).
+  const attn::Impl req = entry.impl == attn::Impl::flash
+                             ? attn::Impl::flash
+                             : nn::backend_overrides().attention.value_or(attn::Impl::automatic);
+  attn::CudaPass pass;
+  try {
+    pass = attn::cuda_pass(p, req, t, backward, stream);
+  } catch (const std::invalid_argument& e) {
+    GDN_FAIL("attention (GDN_ATTENTION): ", e.what());
+  }
+  PassPlan plan{pass.runs, pass.runs->cuda, pass.workspace_bytes, ""};
+  if (entry.impl == attn::Impl::automatic && !plan.cudnn())
+    plan.why_not = req == attn::Impl::flash ? "GDN_ATTENTION=flash" : pass.why_not;
   return plan;
 }
 
+// One pass of `plan` on the buffers, with its workspace from the allocator (tagged workspace).
 template <typename T>
-void call_cuda_kernels(const attn::Problem& p, const Buffers& b, bool fwd_bwd, const PassPlan& fwd,
-                       const PassPlan& bwd, Device dev, void* stream) {
+void run_pass(const attn::Problem& p, const PassPlan& plan, bool backward, const Buffers& b,
+              Device dev, void* stream) {
   using A = acc_t<T>;
-  const DType acc = dtype_of<A>::value;
-  const T *q = b.q.data<T>(), *k = b.k.data<T>(), *v = b.v.data<T>();
-  {
-    if (fwd.cudnn) {
-      if constexpr (std::is_same_v<T, bf16>) {
-        Tensor ws = workspace((fwd.cudnn_bytes + 3) / 4, DType::float32, dev);
-        attn::forward_cudnn(p, q, k, v, b.o.data<T>(), b.lse.data<float>(), ws.data_ptr(), stream);
-      } else {
-        GDN_FAIL("attention: cuDNN runs bf16, got ", dtype_name(b.q.dtype()));
-      }
-    } else {
-      Tensor ws = workspace(attn::cuda_forward_workspace_elems(p), acc, dev);
-      attn::forward_cuda<T>(p, q, k, v, b.o.data<T>(), b.lse.data<A>(), ws.data<A>(), stream);
-    }
-  }
-  if (!fwd_bwd) return;
-  if (bwd.cudnn) {
-    if constexpr (std::is_same_v<T, bf16>) {
-      Tensor ws = workspace((bwd.cudnn_bytes + 3) / 4, DType::float32, dev);
-      attn::backward_cudnn(p, q, k, v, b.o.data<T>(), b.lse.data<float>(), b.d_o.data<T>(),
-                           b.dq.data<T>(), b.dk.data<T>(), b.dv.data<T>(), ws.data_ptr(), stream);
-    } else {
-      GDN_FAIL("attention: cuDNN runs bf16, got ", dtype_name(b.q.dtype()));
-    }
-  } else {
-    Tensor ws = workspace(attn::cuda_backward_workspace_elems(p), acc, dev);
-    attn::backward_cuda<T>(p, q, k, v, b.o.data<T>(), b.lse.data<A>(), b.d_o.data<T>(),
-                           b.dq.data<T>(), b.dk.data<T>(), b.dv.data<T>(), ws.data<A>(), stream);
-  }
+  const auto& kernels = plan.kernels->of<T>();
+  const attn::Pass<T> kernel = backward ? kernels.backward : kernels.forward;
+  GDN_CHECK(kernel, plan.runs->name, ": no kernel for ", dtype_name(b.q.dtype()));
+  const int64_t unit = int64_t(sizeof(A));
+  Tensor ws = workspace((plan.workspace_bytes + unit - 1) / unit, dtype_of<A>::value, dev);
+  attn::Args<T> a;
+  a.q = b.q.data<T>(), a.k = b.k.data<T>(), a.v = b.v.data<T>();
+  a.o = b.o.data<T>();
+  a.lse = b.lse.data<A>();
+  a.d_o = b.d_o.data<T>();
+  a.dq = b.dq.data<T>(), a.dk = b.dk.data<T>(), a.dv = b.dv.data<T>();
+  a.workspace = ws.data_ptr();
+  kernel(p, a, stream);
 }
 
-void call_cuda(const attn::Problem& p, const Buffers& b, bool fwd_bwd, const PassPlan& fwd,
-               const PassPlan& bwd, Device dev, void* stream) {
+// The forward (and backward) of the planned passes.
+void call(const attn::Problem& p, const Buffers& b, bool fwd_bwd, const PassPlan& fwd,
+          const PassPlan& bwd, Device dev, void* stream) {
+  const auto both = [&](auto tag) {
+    using T = decltype(tag);
+    run_pass<T>(p, fwd, false, b, dev, stream);
+    if (fwd_bwd) run_pass<T>(p, bwd, true, b, dev, stream);
+  };
   switch (b.q.dtype()) {
     case DType::float32:
-      return call_cuda_kernels<float>(p, b, fwd_bwd, fwd, bwd, dev, stream);
+      return both(float{});
     case DType::float64:
-      return call_cuda_kernels<double>(p, b, fwd_bwd, fwd, bwd, dev, stream);
+      return both(double{});
     case DType::bfloat16:
-      return call_cuda_kernels<bf16>(p, b, fwd_bwd, fwd, bwd, dev, stream);
+      return both(bf16{});
     default:
       GDN_FAIL("attention: dtype ", dtype_name(b.q.dtype()),
                " is not supported (float32, bfloat16, float64)");
   }
 }
-#endif
 
 // The buffers of a call of dtype dt on `dev`, the inputs from the fp64 ones (rounded to dt).
 Buffers make_buffers(const std::vector<Tensor>& in64, DType dt, Device dev) {
@@ -194,23 +152,12 @@ Buffers make_buffers(const std::vector<Tensor>& in64, DType dt, Device dev) {
 
 }  // namespace
 
-bool is_attention_impl(const std::string& name) {
-  return name == "attention" || name == kFlashName || name == kCudnnName;
-}
-
-AttentionKernel parse_attention_impl(const std::string& name, Device dev) {
-  GDN_CHECK(is_attention_impl(name), "--impls ", name,
-            ": not an attention row (attention, attention_flash, attention_cudnn)");
-  if (name == "attention") return AttentionKernel::pick;
-  GDN_CHECK(dev.is_cuda(), "--impls ", name, " runs a CUDA kernel and needs --device cuda (got ",
-            "--device ", dev.str(), "; there `attention` runs the device's kernel)");
-  return name == kFlashName ? AttentionKernel::flash : AttentionKernel::cudnn;
-}
-
-const char* attention_impl_name(AttentionKernel k) {
-  return k == AttentionKernel::flash   ? kFlashName
-         : k == AttentionKernel::cudnn ? kCudnnName
-                                       : "attention";
+const attn::Implementation& attention_entry(const std::string& name, Device dev) {
+  const attn::Implementation& entry = attn::find_implementation(name);
+  GDN_CHECK(entry.on_cpu || dev.is_cuda(), "--impls ", name,
+            " runs a CUDA kernel and needs --device cuda (got ", "--device ", dev.str(),
+            "; there `attention` runs the device's kernel)");
+  return entry;
 }
 
 AttentionInputs attention_inputs(const AttentionCase& c, const std::string& reference) {
@@ -227,7 +174,10 @@ AttentionInputs attention_inputs(const AttentionCase& c, const std::string& refe
   const attn::Problem p = problem_of(c);
   attn::validate(p);
   const Buffers ref = make_buffers(in.in64, DType::float64, Device::cpu());
-  call(p, ref, grads);
+  const attn::Implementation& cpu = attn::implementation_of(attn::Impl::automatic);
+  const PassPlan fwd = plan_pass(p, cpu, DType::float64, Device::cpu(), nullptr, false);
+  const PassPlan bwd = plan_pass(p, cpu, DType::float64, Device::cpu(), nullptr, true);
+  call(p, ref, grads, fwd, bwd, Device::cpu(), nullptr);
   in.has_o = true;
   in.o = ref.o.to_vector();
   if (grads) {
@@ -235,26 +185,6 @@ AttentionInputs attention_inputs(const AttentionCase& c, const std::string& refe
     in.dq = ref.dq.to_vector(), in.dk = ref.dk.to_vector(), in.dv = ref.dv.to_vector();
   }
   return in;
-}
-
-double attention_pairs(const AttentionCase& c) {
-  double pairs = 0;
-  for (int64_t len : sequence_lengths(c)) {
-    const double L = double(len);
-    if (c.window <= 0 || c.window >= len) {
-      pairs += L * (L + 1) / 2;
-    } else {
-      // queries t < w see t + 1 keys, the others w
-      const double w = double(c.window);
-      pairs += w * (w + 1) / 2 + (L - w) * w;
-    }
-  }
-  return pairs;
-}
-
-double attention_flops(const AttentionCase& c, bool fwd_bwd) {
-  const double per_pair = 2.0 * double(c.D) * (fwd_bwd ? 7.0 : 2.0);  // 2 + 5 products
-  return double(c.H) * attention_pairs(c) * per_pair;
 }
 
 json attention_row(const AttentionCase& c, const std::string& impl, const std::string& mode) {
@@ -268,45 +198,42 @@ json attention_row(const AttentionCase& c, const std::string& impl, const std::s
   return r;
 }
 
-json run_attention_case(const AttentionCase& c, AttentionKernel kernel, const std::string& mode,
-                        Device dev, int repeats, double min_sample_ms, const DevicePeak& peak,
-                        const AttentionInputs& in) {
+json run_attention_case(const AttentionCase& c, const attn::Implementation& kernel,
+                        const std::string& mode, Device dev, int repeats, double min_sample_ms,
+                        const DevicePeak& peak, const AttentionInputs& in) {
   GDN_CHECK(dev.is_cpu() || dev.is_cuda(), "attention: the bench runs on cpu or cuda, not ",
             dev.str());
-  const std::string impl = attention_impl_name(kernel);
-  GDN_CHECK(kernel == AttentionKernel::pick || dev.is_cuda(), impl,
-            ": a CUDA kernel (--device cuda), not on ", dev.str());
+  const std::string impl = kernel.name;
+  GDN_CHECK(kernel.on_cpu || dev.is_cuda(), impl, ": a CUDA kernel (--device cuda), not on ",
+            dev.str());
   const bool fwd_bwd = mode == "fwd_bwd";
   const attn::Problem p = problem_of(c);
   attn::validate(p);
   json r = attention_row(c, impl, mode);
-#if defined(GDN_WITH_CUDA)
-  PassPlan fwd, bwd;
   void* stream = nullptr;
+#if defined(GDN_WITH_CUDA)
   if (dev.is_cuda()) {
     cuda::set_device(dev.index);
     stream = cuda::current_stream(dev.index);
-    fwd = plan_pass(p, kernel, c.dtype, stream, false);
-    if (fwd_bwd) bwd = plan_pass(p, kernel, c.dtype, stream, true);
-    r["attention_kernel"] = fwd.cudnn ? "cudnn" : "flash";
-    if (fwd_bwd && bwd.cudnn != fwd.cudnn)
-      r["attention_kernel_bwd"] = bwd.cudnn ? "cudnn" : "flash";
-    // Where `attention` ran the flash kernel for want of cuDNN: why (as a fused GDR row's).
-    if (!fwd.cudnn && !fwd.why_not.empty()) r["fallback_fwd"] = "flash: " + fwd.why_not;
-    if (fwd_bwd && !bwd.cudnn && !bwd.why_not.empty()) r["fallback_bwd"] = "flash: " + bwd.why_not;
   }
 #endif
+  const PassPlan fwd = plan_pass(p, kernel, c.dtype, dev, stream, false);
+  const PassPlan bwd = fwd_bwd ? plan_pass(p, kernel, c.dtype, dev, stream, true) : PassPlan{};
+  if (dev.is_cuda()) {
+    r["attention_kernel"] = fwd.cudnn() ? "cudnn" : "flash";
+    if (fwd_bwd && bwd.cudnn() != fwd.cudnn())
+      r["attention_kernel_bwd"] = bwd.cudnn() ? "cudnn" : "flash";
+    // Where `attention` ran the flash kernel for want of cuDNN: why (as a fused GDR row's).
+    if (!fwd.cudnn() && !fwd.why_not.empty()) r["fallback_fwd"] = "flash: " + fwd.why_not;
+    if (fwd_bwd && !bwd.cudnn() && !bwd.why_not.empty())
+      r["fallback_bwd"] = "flash: " + bwd.why_not;
+  }
   const Buffers b = make_buffers(in.in64, c.dtype, dev);
   const int64_t inputs_bytes = int64_t(b.q.nbytes() + b.k.nbytes() + b.v.nbytes());
   const std::function<void()> once = [&] {
-#if defined(GDN_WITH_CUDA)
-    if (dev.is_cuda()) {
-      call_cuda(p, b, fwd_bwd, fwd, bwd, dev, stream);
-      device_synchronize(dev);  // the kernels are asynchronous: a call ends when they do
-      return;
-    }
-#endif
-    call(p, b, fwd_bwd);
+    call(p, b, fwd_bwd, fwd, bwd, dev, stream);
+    // CUDA kernels are asynchronous: a call ends when they do.
+    if (dev.is_cuda()) device_synchronize(dev);
   };
 
   // The warm-up call: memory and the outputs.
@@ -325,10 +252,12 @@ json run_attention_case(const AttentionCase& c, AttentionKernel kernel, const st
   const double mb = 1.0 / (1024.0 * 1024.0);
   r["temp_mb"] =
       double(s.max[int(MemCategory::workspace)] - before.cur(MemCategory::workspace)) * mb;
-  r["residual_mb"] = fwd_bwd ? double(b.lse.nbytes()) * mb : 0.0;  // lse, beside the inputs and o
+  // lse, beside the inputs and o
+  r["residual_mb"] =
+      fwd_bwd ? double(kernel.residual_elems(p) * int64_t(dtype_size(b.lse.dtype()))) * mb : 0.0;
   r["peak_mb"] = double(s.peak) * mb;
   r["inputs_mb"] = double(inputs_bytes) * mb;
-  r["gflops"] = attention_flops(c, fwd_bwd) / (t.median_ms * 1e-3) * 1e-9;
+  r["gflops"] = kernel.flops(p, fwd_bwd) / (t.median_ms * 1e-3) * 1e-9;
   add_peak_fields(peak, r);
   // Against the fp64 CPU kernel (the outputs copied to the host).
   if (in.has_o) r["rel_err"] = rel_err(b.o.to_vector(), in.o);
@@ -349,12 +278,12 @@ std::vector<std::string> attention_crossovers(const json& results) {
     const Shape s{r["mode"], r["dtype"], r["dk"], r["batch"], r["heads"], r.value("docs", 0)};
     std::string name = r["impl"];
     const int64_t window = r.value("window", int64_t(0));
-    if (is_attention_impl(name) && window > 0) name += "@" + std::to_string(window);
+    if (attn::is_implementation(name) && window > 0) name += "@" + std::to_string(window);
     times[s][r["seq"]][name] = r["median_ms"];
   }
   // attention rows' names, with their window: attention, attention_cudnn@1024, ...
   const auto is_attention = [](const std::string& n) {
-    return is_attention_impl(n.substr(0, n.find('@')));
+    return attn::is_implementation(n.substr(0, n.find('@')));
   };
   std::vector<std::string> lines;
   for (const auto& [shape, by_t] : times) {

@@ -1,23 +1,24 @@
-// `gdn bench --impls attention`: causal softmax attention (kernels/cpu/attention.h) timed in the
-// bench's schema, beside the gated-delta-rule rows of the same shapes (B, H, T, head dim D, dtype,
-// packing), so that the two are compared at the same T. Its FLOPs are counted as
-// flash-attention counts them: per head, forward 2 products (Q K^T, P V) and backward 5 (S, dP,
+// `gdn bench --impls attention`: causal softmax attention timed in the bench's schema, beside the
+// gated-delta-rule rows of the same shapes (B, H, T, head dim D, dtype, packing), so that the two
+// are compared at the same T. Its FLOPs are the registry entry's (kernels/attention_registry.h),
+// as flash-attention counts them: per head, forward 2 products (Q K^T, P V) and backward 5 (S, dP,
 // dV, dQ, dK recomputed or formed), each D multiply-adds (2 FLOPs) per visible (query, key) pair;
 // full causal attention has T (T + 1) / 2 pairs, a window w about T w.
 //
-// Rows are named by the kernel they run: `attention` is what ops::attention picks on the device
-// (the CPU kernel; on CUDA cuDNN's fused attention where it supports the case, else our flash
-// kernel, or as GDN_ATTENTION says), `attention_flash` our CUDA flash kernel
+// Rows are named by the attention registry's entry they run: `attention` is what ops::attention
+// picks on the device (the CPU kernel; on CUDA cuDNN's fused attention where it supports the case,
+// else our flash kernel, or as GDN_ATTENTION says), `attention_flash` our CUDA flash kernel
 // (kernels/cuda/attention_cuda.h) and `attention_cudnn` cuDNN's fused attention
-// (kernels/cuda/attention_cudnn.h, bf16 only), the last two on CUDA only. The kernels are called
-// directly, as the op calls them, with workspaces from the allocator; a CUDA row says which kernel
-// ran (`attention_kernel`, and `attention_kernel_bwd` where the backward's differs).
+// (kernels/cuda/attention_cudnn.h, bf16 only), the last two on CUDA only. The entries' kernels are
+// called directly, as the op calls them, with workspaces from the allocator; a CUDA row says which
+// kernel ran (`attention_kernel`, and `attention_kernel_bwd` where the backward's differs).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "kernels/attention_registry.h"
 #include "src/cli/bench_util.h"
 #include "src/core/dtype.h"
 #include "src/core/tensor.h"
@@ -31,15 +32,10 @@ struct AttentionCase {
   std::vector<int64_t> cu_seqlens;  // packed sequences (B = 1); empty: unpacked
 };
 
-// Which kernel an attention row runs (its --impls name).
-enum class AttentionKernel { pick, flash, cudnn };
-
-// Whether --impls `name` selects attention rows (attention, attention_flash, attention_cudnn).
-bool is_attention_impl(const std::string& name);
-// The kernel of --impls `name` on `dev`; attention_flash and attention_cudnn on another device
-// than CUDA are an error naming the flag and the device.
-AttentionKernel parse_attention_impl(const std::string& name, Device dev);
-const char* attention_impl_name(AttentionKernel k);
+// The attention registry's entry of --impls `name` (kernels/attention_registry.h: attention,
+// attention_flash, attention_cudnn); an entry that runs on CUDA only on another device is an error
+// naming the flag and the device.
+const attn::Implementation& attention_entry(const std::string& name, Device dev);
 
 // The case's inputs q, k, v, d_o ~ N(0, 1) [B, T, H, D] in fp64 on the CPU, rounded to the case
 // dtype, and (with a reference) the fp64 CPU kernel's outputs on them: shared by the rows of the
@@ -52,12 +48,6 @@ struct AttentionInputs {
 // reference: "" (none), "fwd" (o) or "fwd_bwd" (o and the gradients).
 AttentionInputs attention_inputs(const AttentionCase& c, const std::string& reference);
 
-// (query, key) pairs that causal attention computes: each query sees itself and the keys before
-// it in its sequence (at most window - 1 of them with a window).
-double attention_pairs(const AttentionCase& c);
-// FLOPs of one call: 4 D per pair forward, 10 D per pair backward, per head.
-double attention_flops(const AttentionCase& c, bool fwd_bwd);
-
 // The fields that name an attention row (also of one that failed).
 nlohmann::json attention_row(const AttentionCase& c, const std::string& impl,
                              const std::string& mode);
@@ -67,7 +57,7 @@ nlohmann::json attention_row(const AttentionCase& c, const std::string& impl,
 // GFLOP/s and the fraction of `peak`, and (where `in` has it) rel_err of o and of dq, dk, dv
 // against the fp64 CPU kernel on the same inputs. Throws where the kernel cannot run the case
 // (attention_cudnn: the reason cuDNN gives).
-nlohmann::json run_attention_case(const AttentionCase& c, AttentionKernel kernel,
+nlohmann::json run_attention_case(const AttentionCase& c, const attn::Implementation& kernel,
                                   const std::string& mode, Device dev, int repeats,
                                   double min_sample_ms, const DevicePeak& peak,
                                   const AttentionInputs& in);

@@ -1,8 +1,22 @@
 // The subcommands of the `gdn` program: each file in src/cli adds one to the app.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <utility>
 
 namespace gdn::cli {
+
+// Subcommand `name` of `app` whose options bind to one Args, handed to `run` when the command line
+// names the subcommand: returns the subcommand and the Args to bind options to.
+template <class Args, class Run>
+std::pair<CLI::App*, Args*> add_command(CLI::App& app, const std::string& name,
+                                        const std::string& description, Run run) {
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  cmd->callback([args, run] { run(*args); });
+  return {cmd, args.get()};
+}
 
 void add_gradcheck_command(CLI::App& app);
 void add_run_kernel_command(CLI::App& app);

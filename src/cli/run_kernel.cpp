@@ -151,11 +151,11 @@ void run(const RunKernelArgs& a) {
 }  // namespace
 
 void add_run_kernel_command(CLI::App& app) {
-  auto args = std::make_shared<RunKernelArgs>();
-  auto* cmd = app.add_subcommand(
-      "run-kernel",
+  const auto [cmd, args] = add_command<RunKernelArgs>(
+      app, "run-kernel",
       "Run one gated-delta-rule (or --op kda: Kimi Delta Attention) kernel on .npy inputs and "
-      "write .npy outputs");
+      "write .npy outputs",
+      run);
   cmd->add_option("--op", args->op, "gdr (the gated delta rule) or kda (Kimi Delta Attention)")
       ->capture_default_str();
   cmd->add_option("--impl", args->impl,
@@ -174,7 +174,6 @@ void add_run_kernel_command(CLI::App& app) {
   cmd->add_option("--scale", args->scale, "query scale (default K^-1/2)")->check(nonzero_real());
   cmd->add_option("--residual", args->residual,
                   "minimal or full (gdr chunked; default: the implementation's own)");
-  cmd->callback([args] { run(*args); });
 }
 
 }  // namespace gdn::cli
