@@ -6,7 +6,7 @@
 // first(t) = sequence start (window 0) or max(start, t - window + 1).
 // The autograd op is named "attention"; it saves q, k, v, o and the row log-sum-exp lse
 // [B, H, T] (the kernel residual of the memory profile, layers/token_mixer.cpp).
-// CPU, CUDA (kernels written and compiled, not yet run on a GPU) and meta (shapes only). On CUDA
+// CPU, CUDA (equal to the CPU on an H200) and meta (shapes only). On CUDA
 // bf16 runs cuDNN's fused attention where it supports the problem (kernels/cuda/attention_cudnn.h;
 // AttentionOptions::impl), our flash kernel otherwise.
 #pragma once

@@ -3,7 +3,7 @@
 // x [B, T, H, D] -> x rotated by angle pos * theta^(-2i/D) in each pair (i, i + D/2). Positions
 // are derived, not passed: pos = offset + (t - start of t's sequence), start = 0 without
 // cu_seqlens. The backward is the rotation by -angle (the autograd op is named "rope" and saves
-// nothing). CPU, CUDA (kernel written and compiled, not yet run on a GPU) and meta.
+// nothing). CPU, CUDA (equal to the CPU on an H200: test_cuda_attention) and meta.
 #pragma once
 #include <vector>
 
