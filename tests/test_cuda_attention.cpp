@@ -19,11 +19,10 @@
 #include "src/ops/ops.h"
 #include "src/ops/rope.h"
 #include "tests/attention_problem.h"
+#include "tests/cuda_attention_run.h"
 #include "tests/test_util.h"
 #if defined(GDN_WITH_CUDA)
-#include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/rope_cuda.h"
-#include "src/core/cuda/cuda_context.h"
 #endif
 
 GDN_TEST_REQUIRES_CUDA();
@@ -32,8 +31,8 @@ GDN_TEST_REQUIRES_CUDA();
 namespace gdn {
 namespace {
 
-const Device kCuda = Device::cuda(0);
-const Device kCpu = Device::cpu();
+using namespace test::cuda_attention;
+
 const std::vector<int64_t> kCu = {0, 5, 70, 100};  // sequences of 5, 65 and 30 tokens
 
 double tolerance(DType dt) {
@@ -46,19 +45,6 @@ Tensor buffer(int64_t n, DType dt, Device dev) {
 
 Tensor to_cpu(const Tensor& t) {
   return ops::to_device(t, kCpu);
-}
-
-struct Outputs {
-  Tensor o, lse, dq, dk, dv;  // on the CPU
-};
-
-struct Inputs {
-  Tensor q, k, v, d_o;  // on the CPU
-};
-
-Inputs inputs_for(const attn::Problem& p, DType dt) {
-  return {ops::randn({p.B, p.T, p.H, p.D}, dt), ops::randn({p.B, p.T, p.HKV, p.D}, dt),
-          ops::randn({p.B, p.T, p.HKV, p.D}, dt), ops::randn({p.B, p.T, p.H, p.D}, dt)};
 }
 
 // The kernels' forward and backward on `dev`.

@@ -16,12 +16,8 @@
 #include "src/ops/attention.h"
 #include "src/ops/ops.h"
 #include "tests/attention_problem.h"
+#include "tests/cuda_attention_run.h"
 #include "tests/test_util.h"
-#if defined(GDN_WITH_CUDA)
-#include "kernels/cuda/attention_cuda.h"
-#include "kernels/cuda/attention_cudnn.h"
-#include "src/core/cuda/cuda_context.h"
-#endif
 
 GDN_TEST_REQUIRES_CUDA();
 
@@ -29,21 +25,13 @@ GDN_TEST_REQUIRES_CUDA();
 namespace gdn {
 namespace {
 
-const Device kCuda = Device::cuda(0);
-const Device kCpu = Device::cpu();
+using namespace test::cuda_attention;
+
 constexpr double kTol = 2e-2;
 
-struct Outputs {
-  Tensor o, lse, dq, dk, dv;  // on the CPU
-};
-struct Inputs {
-  Tensor q, k, v, d_o;  // on the CPU, bf16
-};
-
-Inputs inputs_for(const attn::Problem& p) {
-  const DType dt = DType::bfloat16;
-  return {ops::randn({p.B, p.T, p.H, p.D}, dt), ops::randn({p.B, p.T, p.HKV, p.D}, dt),
-          ops::randn({p.B, p.T, p.HKV, p.D}, dt), ops::randn({p.B, p.T, p.H, p.D}, dt)};
+// Random bf16 inputs for p, on the CPU.
+Inputs bf16_inputs(const attn::Problem& p) {
+  return inputs_for(p, DType::bfloat16);
 }
 
 Tensor bytes_buffer(int64_t bytes) {
@@ -132,7 +120,7 @@ TEST(CudaAttentionCudnn, MatchesTheCpuOverShapesWindowsAndGqa) {
         for (int64_t HKV : {4, 2, 1}) {
           const attn::Problem p = attention_problem(T >= 1000 ? 1 : 2, T, 4, HKV, D, window);
           if (!cudnn_runs(p)) continue;
-          const Inputs in = inputs_for(p);
+          const Inputs in = bf16_inputs(p);
           expect_close(run_cudnn(p, in), run_cpu(p, in), describe(p));
         }
 }
@@ -141,7 +129,7 @@ TEST(CudaAttentionCudnn, FlashBackwardRunsOnCudnnStats) {
   GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(2, 130, 4, 2, 64, 17);
   if (!cudnn_runs(p)) GTEST_SKIP();
-  const Inputs in = inputs_for(p);
+  const Inputs in = bf16_inputs(p);
   expect_close(run_cudnn(p, in, true), run_cpu(p, in), describe(p) + " (flash backward)");
 }
 
@@ -149,7 +137,7 @@ TEST(CudaAttentionCudnn, IsDeterministic) {
   GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(1, 300, 4, 2, 64, 0);
   if (!cudnn_runs(p)) GTEST_SKIP();
-  const Inputs in = inputs_for(p);
+  const Inputs in = bf16_inputs(p);
   const Outputs a = run_cudnn(p, in), b = run_cudnn(p, in);
   EXPECT_EQ(a.o.to_vector(), b.o.to_vector());
   EXPECT_EQ(a.dq.to_vector(), b.dq.to_vector());
@@ -161,7 +149,7 @@ TEST(CudaAttentionCudnn, TheOpPicksCudnnOrFallsBack) {
   GDN_SKIP_WITHOUT_CUDNN();
   const attn::Problem p = attention_problem(1, 100, 4, 2, 64, 17);
   if (!cudnn_runs(p)) GTEST_SKIP();
-  const Inputs in = inputs_for(p);
+  const Inputs in = bf16_inputs(p);
   ops::AttentionOptions opt;
   opt.window = p.window;
   for (attn::Impl impl : {attn::Impl::automatic, attn::Impl::cudnn, attn::Impl::flash}) {
@@ -176,7 +164,7 @@ TEST(CudaAttentionCudnn, TheOpPicksCudnnOrFallsBack) {
   }
   // Packed sequences and fp32: auto runs the flash kernel, cudnn is an error.
   attn::Problem packed = attention_problem(1, 100, 4, 2, 64, 0, {0, 30, 100});
-  const Inputs pin = inputs_for(packed);
+  const Inputs pin = bf16_inputs(packed);
   opt.cu_seqlens = packed.cu_seqlens;
   opt.window = 0;
   const Tensor q = ops::to_device(pin.q, kCuda), k = ops::to_device(pin.k, kCuda);
