@@ -13,9 +13,8 @@
 
 namespace gdn::gdr::cuda_run {
 
-using test_data::Data;
-using test_data::Result;
-using test_data::Vec;
+// The test data's names (Data, Result, Vec, ...) come with this namespace's.
+using namespace test_data;
 
 inline const Device kCuda = Device::cuda(0);
 

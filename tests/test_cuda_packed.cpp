@@ -21,12 +21,6 @@
 #include "tests/gdr_test_data.h"
 #include "tests/packed_test_util.h"
 #include "tests/test_util.h"
-#if defined(GDN_WITH_CUDA)
-#include <cuda_runtime.h>
-
-#include "kernels/cuda/gdr_cuda.h"
-#include "src/core/cuda/cuda_context.h"
-#endif
 
 GDN_TEST_REQUIRES_CUDA();
 
@@ -34,8 +28,7 @@ GDN_TEST_REQUIRES_CUDA();
 namespace gdn::gdr {
 namespace {
 
-using namespace test_data;
-using namespace cuda_run;
+using namespace cuda_run;  // and test_data
 
 struct Variant {
   Impl impl;
