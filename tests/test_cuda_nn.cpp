@@ -12,16 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "src/ops/op_cases.h"
-#include "src/ops/ops.h"
-#include "tests/op_parity.h"
-#include "tests/test_util.h"
-#if defined(GDN_WITH_CUDA)
+// The kernel headers are plain declarations: included in every build, called only with CUDA.
 #include "kernels/cpu/nn.h"
 #include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/nn.h"
 #include "src/core/cuda/cuda_context.h"
-#endif
+#include "src/ops/op_cases.h"
+#include "src/ops/ops.h"
+#include "tests/op_parity.h"
+#include "tests/test_util.h"
 
 GDN_TEST_REQUIRES_CUDA();
 
