@@ -213,11 +213,20 @@ Emulated emulate(const Problem& p, int64_t bt, const Vec& q, const Vec& k, const
   for (int64_t tok = 0; tok < p.B * T; ++tok)
     for (int64_t h = 0; h < H; ++h)
       delta[size_t(stat_index(T, H, tok, h))] = dot(e.o, qi(tok, h), d_o, qi(tok, h));
-  // P and dS of query t (head h) and key s (kv head).
-  auto p_ds = [&](int64_t tok_q, int64_t h, int64_t tok_k, int64_t kv, double* pr, double* ds) {
-    const size_t st = size_t(stat_index(T, H, tok_q, h));
-    *pr = std::exp(p.scale * dot(q, qi(tok_q, h), k, ki(tok_k, kv)) - e.lse[st]);
-    *ds = *pr * (dot(d_o, qi(tok_q, h), v, ki(tok_k, kv)) - delta[st]);
+  // f(query token, key token, P, dS) for each visible pair of a query block (r0, br rows) and a
+  // key block (c0, bc columns) of tile ts, head h on kv head kv; queries outside, keys inside
+  // (each accumulator of dK, dV or dQ takes its terms in the same order either way).
+  auto each_visible = [&](const TileSpan& ts, int64_t h, int64_t kv, int64_t r0, int64_t br,
+                          int64_t c0, int64_t bc, auto&& f) {
+    for (int64_t i = 0; i < br; ++i)
+      for (int64_t j = 0; j < bc; ++j) {
+        if (!visible(p.window, r0 + i, c0 + j)) continue;
+        const int64_t tok_q = ts.tok0 + r0 + i, tok_k = ts.tok0 + c0 + j;
+        const size_t st = size_t(stat_index(T, H, tok_q, h));
+        const double pr = std::exp(p.scale * dot(q, qi(tok_q, h), k, ki(tok_k, kv)) - e.lse[st]);
+        const double ds = pr * (dot(d_o, qi(tok_q, h), v, ki(tok_k, kv)) - delta[st]);
+        f(tok_q, tok_k, pr, ds);
+      }
   };
   // dK, dV: a block per (key tile, kv head).
   for (int64_t tile = 0; tile < table.count; ++tile)
@@ -228,18 +237,13 @@ Emulated emulate(const Problem& p, int64_t bt, const Vec& q, const Vec& k, const
       for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
         for (int64_t r = queries.first; r <= queries.last; ++r) {
           const int64_t r0 = r * bt, br = std::min(bt, ts.len - r0);
-          for (int64_t j = 0; j < bc; ++j)
-            for (int64_t i = 0; i < br; ++i) {
-              if (!visible(p.window, r0 + i, c0 + j)) continue;
-              double pr, ds;
-              p_ds(ts.tok0 + r0 + i, h, ts.tok0 + c0 + j, kv, &pr, &ds);
-              for (int64_t d = 0; d < D; ++d) {
-                e.dv[ki(ts.tok0 + c0 + j, kv) + size_t(d)] +=
-                    pr * d_o[qi(ts.tok0 + r0 + i, h) + size_t(d)];
-                e.dk[ki(ts.tok0 + c0 + j, kv) + size_t(d)] +=
-                    p.scale * ds * q[qi(ts.tok0 + r0 + i, h) + size_t(d)];
-              }
-            }
+          each_visible(
+              ts, h, kv, r0, br, c0, bc, [&](int64_t tok_q, int64_t tok_k, double pr, double ds) {
+                for (int64_t d = 0; d < D; ++d) {
+                  e.dv[ki(tok_k, kv) + size_t(d)] += pr * d_o[qi(tok_q, h) + size_t(d)];
+                  e.dk[ki(tok_k, kv) + size_t(d)] += p.scale * ds * q[qi(tok_q, h) + size_t(d)];
+                }
+              });
         }
     }
   // dQ: a block per (query tile, head).
@@ -250,15 +254,11 @@ Emulated emulate(const Problem& p, int64_t bt, const Vec& q, const Vec& k, const
       const TileRange keys = key_tiles_seen(p.window, bt, r0, br);
       for (int64_t c = keys.first; c <= keys.last; ++c) {
         const int64_t c0 = c * bt, bc = std::min(bt, ts.len - c0);
-        for (int64_t i = 0; i < br; ++i)
-          for (int64_t j = 0; j < bc; ++j) {
-            if (!visible(p.window, r0 + i, c0 + j)) continue;
-            double pr, ds;
-            p_ds(ts.tok0 + r0 + i, h, ts.tok0 + c0 + j, kv, &pr, &ds);
-            for (int64_t d = 0; d < D; ++d)
-              e.dq[qi(ts.tok0 + r0 + i, h) + size_t(d)] +=
-                  p.scale * ds * k[ki(ts.tok0 + c0 + j, kv) + size_t(d)];
-          }
+        each_visible(
+            ts, h, kv, r0, br, c0, bc, [&](int64_t tok_q, int64_t tok_k, double, double ds) {
+              for (int64_t d = 0; d < D; ++d)
+                e.dq[qi(tok_q, h) + size_t(d)] += p.scale * ds * k[ki(tok_k, kv) + size_t(d)];
+            });
       }
     }
   return e;
