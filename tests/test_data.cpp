@@ -12,6 +12,7 @@
 #include "src/data/prepare.h"
 #include "src/data/shard.h"
 #include "src/data/tokenizer.h"
+#include "tests/prepare_test_util.h"
 #include "tests/test_helpers.h"
 
 namespace gdn::data {
@@ -487,11 +488,8 @@ TEST(PrepareData, ByteEndToEnd) {
 TEST(PrepareData, SentencePieceEndToEndWithMaxBytes) {
   TextFiles c;
   PrepareOptions o = c.options({"in/*.txt", "in/sub/*.txt"});
-  o.tokenizer = "sentencepiece";
-  o.vocab_size = 300;
-  o.threads = 1;
   o.max_bytes = 6000;
-  const PrepareSummary s = prepare_data(o);
+  const PrepareSummary s = prepare_data(test::with_sentencepiece(o));
   EXPECT_LE(s.bytes, 6000);
   EXPECT_GT(s.bytes, 5000);
   EXPECT_EQ(s.files_truncated, 1);

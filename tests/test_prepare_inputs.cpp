@@ -20,6 +20,7 @@
 #include "src/data/utf8.h"
 #include "src/io/atomic_file.h"
 #include "src/train/data_source.h"
+#include "tests/prepare_test_util.h"
 #include "tests/test_helpers.h"
 #include "tests/tiny_runs.h"
 
@@ -263,11 +264,8 @@ TEST(PrepareInputs, InvalidUtf8IsKeptByTheByteTokenizerAndReported) {
 
 TEST(PrepareInputs, InvalidUtf8IsReplacedForSentencePieceAndCounted) {
   BadUtf8Files f;
-  PrepareOptions o = options_for(f.dir, {"latin1.txt", "rows.jsonl", "filler.txt"});
-  o.tokenizer = "sentencepiece";
-  o.vocab_size = 300;
-  o.threads = 1;
-  const PrepareSummary s = prepare_data(o);
+  const PrepareSummary s = prepare_data(
+      test::with_sentencepiece(options_for(f.dir, {"latin1.txt", "rows.jsonl", "filler.txt"})));
   EXPECT_EQ(s.utf8_handling, "replaced");
   EXPECT_EQ(s.utf8_files, 2);
   EXPECT_EQ(s.utf8_bytes, 3);
