@@ -24,6 +24,18 @@ struct Data {
 struct Result {
   Vec o, ht, dq, dk, dv, dg, dbeta, dh0;
 };
+// A Result to accumulate into for inputs d: o and every input gradient zeros of their sizes
+// (ht and dh0 left empty, for the caller to size).
+inline Result zeros_for(const Data& d) {
+  Result r;
+  r.o.assign(d.v.size(), 0);
+  r.dq.assign(d.q.size(), 0);
+  r.dk.assign(d.k.size(), 0);
+  r.dv.assign(d.v.size(), 0);
+  r.dg.assign(d.g.size(), 0);
+  r.dbeta.assign(d.g.size(), 0);
+  return r;
+}
 
 // n values of N(0, std^2), drawn from n01 in order.
 inline Vec normal(std::mt19937_64& rng, std::normal_distribution<double>& n01, int64_t n,

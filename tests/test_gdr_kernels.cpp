@@ -28,14 +28,8 @@ using namespace test_data;
 //   S_t = exp(g_t) S_{t-1} + k_t v_t^T;  o_t = S_t^T (scale q_t)
 Result ssd_reference(const Problem& p, const Data& d, bool backward = true) {
   const int64_t K = p.K, V = p.V, KV = K * V, G = p.group();
-  Result r;
-  r.o.assign(p.B * p.T * p.HV * V, 0);
+  Result r = zeros_for(d);  // o as v: B * T * HV * V
   r.ht.assign(p.B * p.HV * KV, 0);
-  r.dq.assign(d.q.size(), 0);
-  r.dk.assign(d.k.size(), 0);
-  r.dv.assign(d.v.size(), 0);
-  r.dg.assign(d.g.size(), 0);
-  r.dbeta.assign(d.g.size(), 0);
   r.dh0.assign(r.ht.size(), 0);
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t hv = 0; hv < p.HV; ++hv) {

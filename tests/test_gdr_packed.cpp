@@ -20,6 +20,7 @@
 #include "src/ops/gated_delta_rule.h"
 #include "src/ops/ops.h"
 #include "tests/gdr_test_data.h"
+#include "tests/packed_case.h"
 
 namespace gdn::gdr {
 namespace {
@@ -82,13 +83,7 @@ Result alone(const Problem& p, const Data& d,
              const std::function<Result(const Problem&, const Data&)>& runner) {
   const Sequences s = sequences(p);
   const int64_t qk = p.H * p.K, vo = p.HV * p.V, gate = p.HV, state = p.HV * p.K * p.V;
-  Result all;
-  all.o.assign(d.v.size(), 0);
-  all.dq.assign(d.q.size(), 0);
-  all.dk.assign(d.k.size(), 0);
-  all.dv.assign(d.v.size(), 0);
-  all.dg.assign(d.g.size(), 0);
-  all.dbeta.assign(d.g.size(), 0);
+  Result all = zeros_for(d);
   if (p.want_ht) all.ht.assign(d.h0.size(), 0);
   if (p.has_h0) all.dh0.assign(d.h0.size(), 0);
   for (int64_t n = 0; n < s.count(); ++n) {
@@ -124,11 +119,7 @@ Result reference_alone(const Problem& p, const Data& seen) {
   return alone(p, seen, [](const Problem& one, const Data& x) { return reference(one, x); });
 }
 
-struct PackedCase {
-  const char* name;
-  std::vector<int64_t> lens;
-  int64_t H, HV, K, V;
-  int chunk;
+struct PackedCase : PackedSizes {
   bool h0, dht;
 };
 
