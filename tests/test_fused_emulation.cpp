@@ -19,6 +19,7 @@
 #include "kernels/gated_delta_rule.h"
 #include "tests/fused_test_util.h"
 #include "tests/gdr_test_data.h"
+#include "tests/packed_case.h"
 #include "tests/packed_test_util.h"
 
 namespace gdn::gdr {
@@ -527,11 +528,7 @@ TEST(FusedSubChunks, ThreadOrderDoesNotMatter) {
 
 // ---- packed sequences: one grid over (sequence, value head, V tile) ----------------------------
 
-struct PackedCase {
-  const char* name;
-  std::vector<int64_t> lens;
-  int64_t H, HV, K, V;
-  int chunk;
+struct PackedCase : PackedSizes {
   int64_t vt, sub;
   Gates gates;
 };
