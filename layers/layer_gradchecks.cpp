@@ -15,19 +15,30 @@
 
 namespace gdn::nn {
 
-namespace {
-
-using autograd::GradcheckReport;
-
-thread_local int64_t t_max_elements = 24;  // set by run_layer_gradcheck for its checks
-
-InitContext fp64_ctx(Generator* gen, double std = 0.3) {
+InitContext fp64_ctx(Generator* gen, double std) {
   InitContext ctx;
   ctx.dtype = DType::float64;
   ctx.gen = gen;
   ctx.std = std;  // larger than 0.02 so every path carries signal
   return ctx;
 }
+
+AttentionConfig gradcheck_attention_config(int64_t heads, int64_t kv_heads, int64_t window,
+                                           bool bias) {
+  AttentionConfig a;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.window_size = window;
+  a.qkv_bias = bias;
+  a.rope_theta = 100.0;  // a small base turns every pair by a visible angle over 11 positions
+  return a;
+}
+
+namespace {
+
+using autograd::GradcheckReport;
+
+thread_local int64_t t_max_elements = 24;  // set by run_layer_gradcheck for its checks
 
 ModelConfig tiny_config() {
   ModelConfig c;
@@ -109,16 +120,6 @@ GradcheckReport check_attention_layer(const std::string& what, AttentionConfig a
   return check_module(
       what, layer, {x}, {"x"},
       [&](const std::vector<Tensor>& in) { return layer.forward(in[0], cu); }, seed);
-}
-
-AttentionConfig attention_config(int64_t heads, int64_t kv_heads, int64_t window, bool bias) {
-  AttentionConfig a;
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.window_size = window;
-  a.qkv_bias = bias;
-  a.rope_theta = 100.0;  // a small base turns every pair by a visible angle over 11 positions
-  return a;
 }
 
 // d loss / d every parameter of a small CausalLM on random tokens [B, seq]; `attn`: softmax
@@ -275,18 +276,19 @@ const std::map<std::string, LayerCheck>& registry() {
        }},
       {"attention",
        [](uint64_t s) {
-         return check_attention_layer("layer attention", attention_config(2, 0, 0, false), s);
+         return check_attention_layer("layer attention", gradcheck_attention_config(2, 0, 0, false),
+                                      s);
        }},
       {"attention_window_gqa_bias",
        [](uint64_t s) {
          return check_attention_layer("layer attention (window 3, GQA 4/2, qkv_bias)",
-                                      attention_config(4, 2, 3, true), s);
+                                      gradcheck_attention_config(4, 2, 3, true), s);
        }},
       {"attention_packed",
        [](uint64_t s) {
          // Sequences of 3, 1 and 7 tokens; the window of 4 cuts only the last.
          return check_attention_layer("layer attention (packed cu_seqlens, window 4, MQA)",
-                                      attention_config(2, 1, 4, false), s, {0, 3, 4, 11});
+                                      gradcheck_attention_config(2, 1, 4, false), s, {0, 3, 4, 11});
        }},
       {"block",
        [](uint64_t s) {
@@ -314,21 +316,21 @@ const std::map<std::string, LayerCheck>& registry() {
        }},
       {"causal_lm_hybrid",
        [](uint64_t s) {
-         AttentionConfig a = attention_config(2, 1, 0, true);
+         AttentionConfig a = gradcheck_attention_config(2, 1, 0, true);
          a.layers = {1};
          return check_causal_lm("layer causal_lm (hybrid: layer 1 attention)", 3, false,
                                 Checkpointing::none, 7, s, {a});
        }},
       {"causal_lm_hybrid_checkpoint_kernel",
        [](uint64_t s) {
-         AttentionConfig a = attention_config(2, 0, 3, false);
+         AttentionConfig a = gradcheck_attention_config(2, 0, 3, false);
          a.layers = {0};
          return check_causal_lm("layer causal_lm (hybrid, checkpoint kernel)", 2, false,
                                 Checkpointing::kernel, 7, s, {a});
        }},
       {"causal_lm_kda_hybrid",
        [](uint64_t s) {
-         AttentionConfig a = attention_config(2, 1, 0, false);
+         AttentionConfig a = gradcheck_attention_config(2, 1, 0, false);
          a.layers = {1};
          return check_causal_lm("layer causal_lm (kda hybrid: layer 1 attention)", 2, false,
                                 Checkpointing::none, 7, s, {a}, ModelType::kda);

@@ -14,6 +14,7 @@
 
 #include "layers/attention.h"
 #include "layers/gated_deltanet.h"
+#include "layers/layer_gradchecks.h"
 #include "layers/model.h"
 #include "src/ops/attention.h"
 #include "src/ops/ops.h"
@@ -138,22 +139,12 @@ Vec attention_layer_ref(const RefLayer& L, const Vec& x, int64_t B, int64_t T,
 
 // ---- building layers -------------------------------------------------------------------------
 
-nn::InitContext fp64_ctx(Generator* g) {
-  nn::InitContext ctx;
-  ctx.dtype = DType::float64;
-  ctx.gen = g;
-  ctx.std = 0.3;
-  return ctx;
-}
+using nn::fp64_ctx;  // fp64 parameters, std 0.3 (layers/layer_gradchecks.h)
 
+// The gradient checks' attention entry (rope_theta 100) on layer 0.
 nn::AttentionConfig attn_config(int64_t heads, int64_t kv_heads, int64_t window, bool bias) {
-  nn::AttentionConfig a;
+  nn::AttentionConfig a = nn::gradcheck_attention_config(heads, kv_heads, window, bias);
   a.layers = {0};
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.window_size = window;
-  a.qkv_bias = bias;
-  a.rope_theta = 100.0;
   return a;
 }
 
@@ -406,19 +397,16 @@ TEST(AttentionOps, TheAttentionOpIsAMixerKernel) {
 // ---- a hybrid model ----------------------------------------------------------------------------
 
 nn::ModelConfig hybrid_config() {
-  nn::ModelConfig c;
-  c.hidden_size = 16;
-  c.num_hidden_layers = 3;
-  c.num_heads = 2;
-  c.head_dim = 8;
-  c.vocab_size = 23;
-  c.intermediate_size = 24;
   nn::AttentionConfig a;
   a.layers = {1};
   a.num_heads = 2;
   a.num_kv_heads = 1;
   a.window_size = 4;
-  c.attn = {a};
+  nn::ModelConfig c = model_with(a, 16);  // 2 heads
+  c.num_hidden_layers = 3;
+  c.head_dim = 8;
+  c.vocab_size = 23;
+  c.intermediate_size = 24;
   return c;
 }
 
