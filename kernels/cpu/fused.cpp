@@ -41,14 +41,6 @@ GDN_FAST_MATH_INLINE void gate_act(A z, bool sigmoid_gate, A& a, A& da) {
   }
 }
 
-// sum_j x_j^2 of one row, in index order.
-template <typename A>
-inline A row_sum_squares(const A* v, int64_t d) {
-  A ss = 0;
-  for (int64_t j = 0; j < d; ++j) ss += v[j] * v[j];
-  return ss;
-}
-
 }  // namespace
 
 template <typename T>
