@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gdr_chunk_steps.h"
+#include "kernels/cpu/simd.h"
 
 namespace gdn::gdr::detail {
 
@@ -115,8 +116,9 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int
 
 // One forward slice (sequence, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
-void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                   const Slice& s, const Scratch<A>& w) {
+GDN_CPU_CLONES_FLAT void forward_slice(const Problem& p, const Inputs<T>& in,
+                                       const ForwardOutputs<T>& out, const Slice& s,
+                                       const Scratch<A>& w) {
   forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
@@ -203,17 +205,17 @@ void decay_grads(const Problem& p, const Scratch<A>& w) {
   gemm(true, false, C, C, C, A(-1), w.a, C, w.t1, C, A(0), w.da, C);
   A* bsym = w.dpb + C * C;
   for (int64_t i = 0; i < C; ++i) {
-    bsym[i * C + i] = 0;
+    const A *dm = w.da + i * C, *gam = w.gam + i * C, *kk = KK + i * C;
+    A *b = bsym + i * C, *xg = w.xg + i * C;
+    w.dbeta[i] += lane_sum<A>(i, [&](int64_t l) { return dm[l] * gam[l] * kk[l]; });
     for (int64_t l = 0; l < i; ++l) {
-      const A dm = w.da[i * C + l];
-      const A dmg = dm * w.gam[i * C + l];
-      w.dbeta[i] += dmg * KK[i * C + l];
-      const A bil = w.beta[i] * dmg;
-      bsym[i * C + l] = bil;
-      bsym[l * C + i] = bil;
-      w.xg[i * C + l] += bil * KK[i * C + l];  // dM_il * M_il
+      b[l] = w.beta[i] * (dm[l] * gam[l]);
+      xg[l] += b[l] * kk[l];  // dM_il * M_il
     }
+    b[i] = 0;
   }
+  for (int64_t i = 0; i < C; ++i)  // the upper half: Bsym is symmetric
+    for (int64_t l = 0; l < i; ++l) bsym[l * C + i] = bsym[i * C + l];
   gemm(false, false, 2 * C, K, C, A(1), w.dpb, C, w.kq, K, A(1), w.dqk, K);
 }
 
@@ -242,8 +244,9 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
 
 // Key slice kh = (sequence, key head) with the value heads of its group (backward_walk).
 template <typename T, typename A>
-void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                    const Slice& kh, const Scratch<A>& w) {
+GDN_CPU_CLONES_FLAT void backward_slice(const Problem& p, const Inputs<T>& in,
+                                        const BackwardArgs<T>& args, const Slice& kh,
+                                        const Scratch<A>& w) {
   backward_walk(p, in, args, kh, true, w.kqk, w, value_head_backward<T, A>);
 }
 

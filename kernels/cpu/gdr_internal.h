@@ -279,11 +279,28 @@ void invert_unit_lower(A* a, int64_t C, A* tmp) {
   }
 }
 
+// Sums in kLanes<A> interleaved partial sums (lane j takes the terms i = j mod lanes, then the
+// lanes are added in order): one 512-bit register of independent accumulators, so the loop
+// vectorises where a single running sum would wait on every add. The order is fixed by n alone.
+template <typename A>
+inline constexpr int64_t kLanes = 64 / int64_t(sizeof(A));
+
+template <typename A, class Term>
+A lane_sum(int64_t n, const Term& term) {
+  constexpr int64_t L = kLanes<A>;
+  A part[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int64_t j = 0; j < L; ++j) part[j] += term(i + j);
+  for (int64_t j = 0; i < n; ++i, ++j) part[j] += term(i);
+  A s = 0;
+  for (int64_t j = 0; j < L; ++j) s += part[j];
+  return s;
+}
+
 template <typename A>
 A dot(const A* x, const A* y, int64_t n) {
-  A s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
+  return lane_sum<A>(n, [&](int64_t i) { return x[i] * y[i]; });
 }
 
 // dg of one (padded) chunk. The dG of docs/design.md has the form
@@ -300,11 +317,8 @@ void store_gate_grad(const A* a, const A* X, A c, int64_t rows, int64_t C, A* co
   A suffix = c;
   for (int64_t t = C - 1; t >= 0; --t) {
     suffix += a[t];
-    A cross = 0;
-    for (int64_t j = 0; j < t; ++j) {
-      col[j] += X[t * C + j];
-      cross += col[j];
-    }
+    for (int64_t j = 0; j < t; ++j) col[j] += X[t * C + j];
+    const A cross = lane_sum<A>(t, [&](int64_t j) { return col[j]; });
     if (t < rows) dg[t * stride] = from_acc<T>(suffix + cross);
   }
 }

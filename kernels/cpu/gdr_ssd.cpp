@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gdr_chunk_steps.h"
+#include "kernels/cpu/simd.h"
 
 namespace gdn::gdr::detail {
 
@@ -42,8 +43,9 @@ ChunkPVn<A> forward_chunk(const Problem& p, const Inputs<T>& in, int64_t hv, int
 
 // One forward slice (sequence, value head): forward_walk with forward_chunk.
 template <typename T, typename A>
-void forward_slice(const Problem& p, const Inputs<T>& in, const ForwardOutputs<T>& out,
-                   const Slice& s, const Scratch<A>& w) {
+GDN_CPU_CLONES_FLAT void forward_slice(const Problem& p, const Inputs<T>& in,
+                                       const ForwardOutputs<T>& out, const Slice& s,
+                                       const Scratch<A>& w) {
   forward_walk(p, in, out, s, w, forward_chunk<T, A>);
 }
 
@@ -91,8 +93,9 @@ void value_head_backward(const Problem& p, const Inputs<T>& in, const BackwardAr
 // Key slice kh = (sequence, key head) with the value heads of its group (backward_walk); their
 // dbeta is zero (no delta rule).
 template <typename T, typename A>
-void backward_slice(const Problem& p, const Inputs<T>& in, const BackwardArgs<T>& args,
-                    const Slice& kh, const Scratch<A>& w) {
+GDN_CPU_CLONES_FLAT void backward_slice(const Problem& p, const Inputs<T>& in,
+                                        const BackwardArgs<T>& args, const Slice& kh,
+                                        const Scratch<A>& w) {
   const int64_t h = kh.head;
   if (args.dbeta)
     for (int64_t t = kh.tok0; t < kh.tok0 + kh.len; ++t)

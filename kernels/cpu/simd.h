@@ -14,3 +14,13 @@
 #else
 #define GDN_CPU_CLONES
 #endif
+
+// GDN_CPU_CLONES for a kernel whose loops sit in helpers across several headers (the chunk steps
+// of the delta-rule kernels): `flatten` inlines the whole call tree into each clone, so every
+// helper's loops are compiled for that clone's instruction set (calls into other files, BLAS
+// among them, stay calls).
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define GDN_CPU_CLONES_FLAT GDN_CPU_CLONES __attribute__((flatten))
+#else
+#define GDN_CPU_CLONES_FLAT GDN_CPU_CLONES
+#endif
