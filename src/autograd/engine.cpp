@@ -15,11 +15,18 @@ namespace gdn::autograd {
 
 namespace {
 
+// slot += g. In place when slot owns its buffer alone (a gradient produced for this slot): the
+// sum then reuses a buffer in cache instead of writing a fresh one; the same bits either way.
 void accumulate(Tensor& slot, const Tensor& g) {
-  if (!slot.defined())
+  if (!slot.defined()) {
     slot = g;
-  else
+  } else if (slot.storage().use_count() == 1 && slot.is_contiguous() && slot.offset() == 0 &&
+             slot.shape() == g.shape() && slot.dtype() == g.dtype() &&
+             slot.storage()->bytes() == slot.nbytes()) {
+    ops::add_(slot, g);
+  } else {
     slot = ops::add(slot, g);
+  }
 }
 
 void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
