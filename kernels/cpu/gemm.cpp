@@ -1,4 +1,4 @@
-// BLAS wrappers. A large GEMM is cut into one block of C per OpenMP thread, each a
+// BLAS wrappers. A large GEMM is cut into blocks of C shared out over the OpenMP threads, each a
 // single-threaded BLAS call; batched GEMMs split the batch over the threads when there are
 // enough matrices, and otherwise cut each product so.
 #include "kernels/cpu/gemm.h"
@@ -6,6 +6,8 @@
 
 #include <cblas.h>
 #include <omp.h>
+
+#include <algorithm>
 
 #include "kernels/cpu/blas_select.h"
 
@@ -33,10 +35,13 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 }  // namespace
 
 // Below this many multiply-adds a GEMM runs as one BLAS call (which threads it or not as it
-// sees fit); above it gemm cuts C into one block per thread itself. OpenBLAS's own split of these
-// shapes over 2 threads ran at 118-171 GFLOP/s where one block per thread ran at 195-206
+// sees fit); above it gemm cuts C into blocks for the threads itself. OpenBLAS's own split of
+// these shapes over 2 threads ran at 118-171 GFLOP/s where one block per thread ran at 195-206
 // (2048 x 256..1536 x 256..2048, Zen 4).
 constexpr int64_t kSplitMinWork = int64_t(1) << 21;
+// The cut: up to kMaxBlocks blocks (enough for a few threads each), none narrower than
+// kMinBlockExtent rows or columns.
+constexpr int64_t kMaxBlocks = 8, kMinBlockExtent = 64;
 
 int num_threads() {
   int n = omp_get_max_threads();
@@ -52,21 +57,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  const int threads = omp_in_parallel() ? 1 : num_threads();
-  if (threads == 1 || M * N * K < kSplitMinWork) {
+  if (M * N * K < kSplitMinWork) {
     blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // One block of C per thread, each a single-threaded BLAS call (BLAS runs on the calling thread
-  // inside a parallel region): the longer side of C is cut, so every block keeps the whole K.
+  // Blocks of C along its longer side, each a single-threaded BLAS call over the whole of K
+  // (BLAS runs on the calling thread inside a parallel region). Their number depends on the shape
+  // alone, never on the threads, so the bits of C do not either (BLAS's sums can depend on the
+  // extent of the block it is given).
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
-#pragma omp parallel num_threads(threads)
+  const int64_t blocks = std::clamp<int64_t>(extent / kMinBlockExtent, 1, kMaxBlocks);
+  const int threads = omp_in_parallel() ? 1 : num_threads();
+#pragma omp parallel num_threads(threads) if (threads > 1)
   {
     GDN_TRACE_WORKER(__func__);
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = extent * t / nt, hi = extent * (t + 1) / nt;
-    if (hi > lo) {
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t lo = extent * blk / blocks, hi = extent * (blk + 1) / blocks;
       if (by_rows) {
         const T* a = trans_a ? A + lo : A + lo * lda;
         blas_gemm(trans_a, trans_b, hi - lo, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
