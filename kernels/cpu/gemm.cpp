@@ -98,7 +98,7 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
            C + b * stride_c, ldc);
     return;
   }
-  // Small matrices: one GEMM per thread. Large ones: BLAS threads each GEMM.
+  // Small matrices: one GEMM per thread. Large ones: gemm cuts each into blocks for the threads.
   const bool per_thread = batch >= num_threads() && M * N * K < (1 << 21);
   if (per_thread) {
 #pragma omp parallel

@@ -15,14 +15,18 @@ namespace gdn::autograd {
 
 namespace {
 
+// t is the whole of a buffer nothing else holds: it may be written in place or adopted.
+bool sole_owner(const Tensor& t) {
+  return t.is_contiguous() && t.offset() == 0 && t.storage().use_count() == 1 &&
+         t.storage()->bytes() == t.nbytes();
+}
+
 // slot += g. In place when slot owns its buffer alone (a gradient produced for this slot): the
 // sum then reuses a buffer in cache instead of writing a fresh one; the same bits either way.
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!slot.defined()) {
     slot = g;
-  } else if (slot.storage().use_count() == 1 && slot.is_contiguous() && slot.offset() == 0 &&
-             slot.shape() == g.shape() && slot.dtype() == g.dtype() &&
-             slot.storage()->bytes() == slot.nbytes()) {
+  } else if (sole_owner(slot) && slot.shape() == g.shape() && slot.dtype() == g.dtype()) {
     ops::add_(slot, g);
   } else {
     slot = ops::add(slot, g);
@@ -35,9 +39,7 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
   Tensor grad = g.dtype() == leaf.dtype ? g : ops::cast(g, leaf.dtype);
   if (!leaf.grad) {
     // Adopt the buffer when nothing else uses it; otherwise copy into a fresh grad buffer.
-    bool adoptable = grad.is_contiguous() && grad.offset() == 0 &&
-                     grad.storage().use_count() == 1 && grad.storage()->bytes() == grad.nbytes() &&
-                     grad.storage()->category() == MemCategory::temp;
+    const bool adoptable = sole_owner(grad) && grad.storage()->category() == MemCategory::temp;
     if (adoptable) {
       grad.storage()->set_category(MemCategory::grad);
       leaf.grad = std::make_shared<TensorImpl>(grad.impl());
