@@ -86,6 +86,19 @@ Sequences sequences(const Problem& p);
 // 2 offsets 0 = cu[0] < cu[1] < ... < cu[N] = T with B = 1.
 void validate_cu_seqlens(const std::vector<int64_t>& cu, int64_t B, int64_t T);
 
+// The chunk run when none is given (chunk size 0, model.chunk_size 0): the CPU's chunked and
+// fused kernels do C(6K + 4V) + C^2/3 multiply-adds per token-head beyond the state's 6KV, so
+// smaller chunks do less work until their GEMMs get too thin: `gdn bench` fwd_bwd is fastest at
+// C = 16 for K, V <= 64, 32 up to 128 and 64 beyond (docs/benchmarks/cpu-vs-pytorch.md). CUDA
+// runs 64 (its kernels pick sub-chunks themselves); meta counts what the CPU would (a caller
+// predicting a CUDA run on meta resolves the chunk for CUDA first); the recurrent kernels use C
+// only as the residual's step: 64.
+inline int auto_chunk(bool on_cuda, Impl impl, int64_t K, int64_t V) {
+  if (on_cuda || impl == Impl::recurrent) return 64;
+  const int64_t widest = K > V ? K : V;
+  return widest <= 64 ? 16 : widest <= 128 ? 32 : 64;
+}
+
 // validate, residual_elems, the workspace sizes, the CPU and CUDA entry points
 // (kernels/delta_rule_problem.h). Each implementation is sized and run through its registry
 // entry.

@@ -100,6 +100,12 @@ int64_t ModelConfig::head_v_dim() const {
   return int64_t(std::llround(double(head_dim) * expand_v));
 }
 
+int64_t ModelConfig::kernel_chunk(Device device) const {
+  if (chunk_size > 0) return chunk_size;
+  if (is_kda()) return kda::kAutoChunk;
+  return gdr::auto_chunk(device.is_cuda(), kernel, head_dim, head_v_dim());
+}
+
 int64_t ModelConfig::mlp_intermediate_size() const {
   if (intermediate_size > 0) return intermediate_size;
   // fla GatedMLP: the multiple of 256 at or above 2/3 * hidden_ratio * hidden_size
@@ -155,8 +161,8 @@ void ModelConfig::validate() const {
   GDN_CHECK(hidden_act == "swish" || hidden_act == "silu", "model.hidden_act: only 'swish' is ",
             "supported, got '", hidden_act, "'");
   GDN_CHECK(norm_eps > 0, "model.norm_eps must be positive, got ", norm_eps);
-  GDN_CHECK(chunk_size == 16 || chunk_size == 32 || chunk_size == 64,
-            "model.chunk_size must be 16, 32 or 64, got ", chunk_size);
+  GDN_CHECK(chunk_size == 0 || chunk_size == 16 || chunk_size == 32 || chunk_size == 64,
+            "model.chunk_size must be 0 (the device's choice), 16, 32 or 64, got ", chunk_size);
   for (const auto& [key, v] :
        {std::pair<const char*, int64_t>{"fused_vt", fused_vt}, {"fused_sub", fused_sub}})
     GDN_CHECK(v == 0 || v == 16 || v == 32 || v == 64, "model.", key,

@@ -14,6 +14,8 @@
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/conv_cudnn.h"
 #include "kernels/gated_delta_rule.h"
+#include "kernels/kda.h"
+#include "src/core/device.h"
 
 namespace gdn::nn {
 
@@ -107,7 +109,7 @@ struct ModelConfig {
   bool attn_is_list = false;
   // gdn: which gated-delta-rule implementation and how.
   gdr::Impl kernel = gdr::Impl::chunked;  // recurrent | chunked | fused (kModelKernels)
-  int64_t chunk_size = 64;                // 16 | 32 | 64
+  int64_t chunk_size = 0;                 // 16 | 32 | 64; 0: the device's (kernel_chunk)
   gdr::Residual residual = gdr::Residual::minimal;
   // gdn: the backends on CUDA, resolved once (backend_overrides below may replace each): the
   // attention kernel (auto: cuDNN's fused attention where it supports the problem, else our flash
@@ -120,6 +122,9 @@ struct ModelConfig {
   static ModelConfig kda_defaults();
   bool is_kda() const { return model_type == ModelType::kda; }
 
+  // The chunk the layers' kernels run on `device`: chunk_size, or when 0 the device's choice
+  // (gdr::auto_chunk; kda::kAutoChunk).
+  int64_t kernel_chunk(Device device) const;
   int64_t v_heads() const { return num_v_heads > 0 ? num_v_heads : num_heads; }
   int64_t key_dim() const { return num_heads * head_dim; }
   int64_t head_v_dim() const;

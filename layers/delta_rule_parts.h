@@ -22,7 +22,8 @@ struct DeltaRuleState : MixerState {
 };
 
 // The kernel problem of one sequence of `seq_len` tokens of a layer of `c` (gdr::Problem or
-// kda::Problem: the sizes their FLOP counts read).
+// kda::Problem: the sizes their FLOP counts read). c's chunk_size must be resolved for a device
+// (ModelConfig::kernel_chunk): the count depends on it.
 template <typename Problem>
 Problem layer_kernel_problem(const ModelConfig& c, int64_t seq_len) {
   Problem p;
@@ -31,6 +32,8 @@ Problem layer_kernel_problem(const ModelConfig& c, int64_t seq_len) {
   p.HV = c.v_heads();
   p.K = c.head_dim;
   p.V = c.head_v_dim();
+  GDN_CHECK(c.chunk_size > 0, "layer_kernel_problem: model.chunk_size 0 is the device's choice; ",
+            "resolve it first (ModelConfig::kernel_chunk)");
   p.chunk = int(c.chunk_size);
   return p;
 }

@@ -126,6 +126,47 @@ TEST(Model, KernelChoicesAgree) {
   }
 }
 
+// chunk_size 0 runs the device's chunk: on the CPU 16 for heads up to 64 wide, 32 up to 128, 64
+// beyond; 64 on CUDA, for the recurrent kernels and for KDA; a chunk given is kept. A model
+// left at 0 computes exactly what the same model at the resolved chunk computes.
+TEST(Model, ChunkSizeZeroIsTheDevicesChoice) {
+  nn::ModelConfig c = small_config();
+  c.kernel = gdr::Impl::fused;
+  EXPECT_EQ(c.chunk_size, 0);
+  const Device cpu = Device::cpu(), cuda = Device::cuda(0);
+  for (auto [dim, want] : {std::pair<int64_t, int64_t>{8, 16}, {64, 16}, {128, 32}, {256, 64}}) {
+    c.head_dim = dim;
+    EXPECT_EQ(c.kernel_chunk(cpu), want) << "head_dim " << dim;
+    EXPECT_EQ(c.kernel_chunk(Device::meta()), want) << "head_dim " << dim;
+    EXPECT_EQ(c.kernel_chunk(cuda), 64) << "head_dim " << dim;
+  }
+  c.head_dim = 64;
+  c.expand_v = 2.0;  // V = 128: the wider of K and V decides
+  EXPECT_EQ(c.kernel_chunk(cpu), 32);
+  c.expand_v = 1.0;
+  c.kernel = gdr::Impl::recurrent;
+  EXPECT_EQ(c.kernel_chunk(cpu), 64);
+  c.kernel = gdr::Impl::fused;
+  c.chunk_size = 32;
+  EXPECT_EQ(c.kernel_chunk(cpu), 32);
+  EXPECT_EQ(nn::ModelConfig::kda_defaults().kernel_chunk(cpu), 64);
+
+  std::vector<std::vector<double>> logits;  // fp32 logits over [2, 200] tokens
+  for (int64_t chunk : {0, 16, 64}) {
+    nn::ModelConfig m_cfg = small_config();
+    m_cfg.kernel = gdr::Impl::fused;
+    m_cfg.chunk_size = chunk;
+    Generator g(3);
+    nn::CausalLM m(m_cfg, test::init_context(g, DType::float32));
+    Generator d(9);
+    Tensor ids = ops::randint({2, 200}, 0, 32, DType::int64, Device::cpu(), &d);
+    logits.push_back(m.logits(ids).to_vector());
+  }
+  EXPECT_EQ(logits[0], logits[1]);  // 0 ran 16: the same arithmetic, bit for bit
+  EXPECT_NE(logits[0], logits[2]);  // 64 sums in another order
+  EXPECT_LT(test::rel_err(logits[0], logits[2]), 1e-5);
+}
+
 // Feeding tokens one at a time through the recurrent state gives the full forward's logits.
 TEST(Model, GenerationStateMatchesFullForward) {
   nn::ModelConfig c = small_config();

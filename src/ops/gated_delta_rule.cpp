@@ -82,6 +82,7 @@ gdr::Problem gdr_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
   for (const Tensor* t : {&k, &v, &g}) detail::check_same_dtype("gated_delta_rule", q, *t);
   if (!ssd) detail::check_same_dtype("gated_delta_rule", q, beta);
   detail::set_common_options(p, opt, h0);
+  if (p.chunk == 0) p.chunk = gdr::auto_chunk(q.device().is_cuda(), p.impl, p.K, p.V);
   p.residual = opt.residual;
   p.fused_vt = opt.fused_vt;
   p.fused_sub = opt.fused_sub;

@@ -13,7 +13,7 @@ namespace gdn::ops {
 
 struct GdrOptions {
   gdr::Impl impl = gdr::Impl::chunked;
-  int chunk_size = 64;
+  int chunk_size = 64;  // 16, 32, 64; 0: the device's choice (auto_chunk, kAutoChunk)
   gdr::Residual residual = gdr::Residual::minimal;
   std::optional<double> scale;  // default K^-1/2
   bool output_final_state = false;

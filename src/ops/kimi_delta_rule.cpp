@@ -56,6 +56,7 @@ kda::Problem kda_problem(const Tensor& q, const Tensor& k, const Tensor& v, cons
             "kimi_delta_rule: sizes differ (g must be [B, T, HV, K], beta [B, T, HV]): ", shapes());
   for (const Tensor* t : {&k, &v, &g, &beta}) detail::check_same_dtype("kimi_delta_rule", q, *t);
   detail::set_common_options(p, opt, h0);
+  if (p.chunk == 0) p.chunk = kda::kAutoChunk;
   detail::check_h0("kimi_delta_rule", p, q, h0);
   try {
     kda::validate(p);

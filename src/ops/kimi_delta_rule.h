@@ -13,7 +13,7 @@ namespace gdn::ops {
 
 struct KdaOptions {
   kda::Impl impl = kda::Impl::chunked;
-  int chunk_size = 64;
+  int chunk_size = 64;          // 16, 32, 64; 0: the device's choice (auto_chunk, kAutoChunk)
   std::optional<double> scale;  // default K^-1/2
   bool output_final_state = false;
   // Packed sequences (fla's cu_seqlens, host offsets 0 = cu[0] < ... < cu[N] = T, B = 1): each

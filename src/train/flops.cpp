@@ -6,7 +6,9 @@
 
 namespace gdn::train {
 
-double train_flops_per_token(const nn::ModelConfig& c, int64_t seq_len) {
+double train_flops_per_token(const nn::ModelConfig& cfg, int64_t seq_len, Device device) {
+  nn::ModelConfig c = cfg;
+  c.chunk_size = c.kernel_chunk(device);
   const double d = double(c.hidden_size);
   const double mlp = 6.0 * 3 * d * double(c.mlp_intermediate_size());
   double layers = 0;

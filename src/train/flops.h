@@ -8,8 +8,9 @@
 
 namespace gdn::train {
 
-// Training FLOPs (forward + backward) per token at sequence length T.
-double train_flops_per_token(const nn::ModelConfig& cfg, int64_t seq_len);
+// Training FLOPs (forward + backward) per token at sequence length T, the kernels running the
+// chunk they run on `device` (ModelConfig::kernel_chunk).
+double train_flops_per_token(const nn::ModelConfig& cfg, int64_t seq_len, Device device);
 // Peak FLOP/s of a device for MFU: `given_gflops` when > 0; else CPU = this machine's fp32 GEMM
 // peak (measured once and cached, src/train/machine_peak.h); CUDA = a table of dense peaks by
 // device name (0 if unknown): bf16 tensor cores, else fp32 on TF32 tensor cores when tf32, else

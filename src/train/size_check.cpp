@@ -263,7 +263,7 @@ void check_kernel_limits(const RunConfig& cfg) {
   p.HV = m.v_heads();
   p.K = m.head_dim;
   p.V = m.head_v_dim();
-  p.chunk = int(m.chunk_size);
+  p.chunk = int(m.kernel_chunk(Device::meta()));  // 0 (the device's) is valid on every device
   p.scale = 1.0;
   p.impl = m.kernel;
   p.residual = m.residual;
@@ -316,8 +316,11 @@ void check_run_fits(const RunConfig& cfg, Device dev, int world_size) {
                    memory_name(dev, mem)),
            e);
   if (mem <= 0) return;  // unknown memory: nothing more to compare with
-  // 2. One step on meta: the exact peak the run will reach (the trainer's own code).
-  const MemoryProfile p = profile_training_step(cfg, "meta", batch, seq, world_size);
+  // 2. One step on meta: the exact peak the run will reach (the trainer's own code), with the
+  // kernels' chunk of the run's device.
+  RunConfig on_dev = cfg;
+  on_dev.model.chunk_size = cfg.model.kernel_chunk(dev);
+  const MemoryProfile p = profile_training_step(on_dev, "meta", batch, seq, world_size);
   const int64_t allowance = dev.is_cuda() ? kCudaAllowance : 0;
   const double need =
       double(p.peak_bytes + allowance) + (dev.is_cuda() ? 0.0 : e.host_object_bytes);

@@ -306,7 +306,7 @@ void Trainer::open_metrics(bool resumed) {
     }
   }
   // For the throughput and MFU of the progress line and the metrics.
-  flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len);
+  flops_per_token_ = train_flops_per_token(cfg_.model, cfg_.data.seq_len, device_);
   peak_flops_ = device_peak_flops(device_name(device_), model_->compute_dtype == DType::bfloat16,
                                   cfg_.train.allow_tf32, cfg_.train.peak_gflops);
   // What the step's GEMMs alone take here, now: the step time's limit (of_gemm_bound).
