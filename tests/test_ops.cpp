@@ -164,6 +164,32 @@ TEST(Autograd, AccumulatesAndRespectsNoGrad) {
   EXPECT_THROW(w.backward(), Error);
 }
 
+// add's backward hands one gradient tensor to both of its inputs. When one of those slots (or a
+// leaf's .grad) gets a second gradient before the other is consumed, the sum must not be written
+// into the shared tensor: here a's slot gets d's gradient (shared with b's) and then c's.
+TEST(Autograd, ASharedGradientIsNotSummedInPlace) {
+  Tensor x = from_vector({1, 2, 3}, {3}, DType::float64).set_requires_grad(true);
+  Tensor w = from_vector({1, 10, 100}, {3}, DType::float64);
+  Tensor v = from_vector({2, 20, 200}, {3}, DType::float64);
+  Tensor a = x * 2.0, b = x * 5.0;
+  Tensor c = a * 3.0;  // backward after d: its gradient reaches a's slot last
+  Tensor d = ops::add(a, b);
+  // dL/dx = 2 (w + 3 v) + 5 w; contiguous gradients (mul by a tensor) so the engine may sum in
+  // place.
+  ops::sum(ops::add(ops::mul(d, w), ops::mul(c, v))).backward();
+  expect_values(x.grad(), {2 * (1 + 3 * 2) + 5 * 1, 2 * (10 + 3 * 20) + 5 * 10,
+                           2 * (100 + 3 * 200) + 5 * 100});
+
+  // The same with a leaf: x's .grad must not adopt the tensor b's slot still holds, since x's
+  // second gradient (through e) is added into its .grad in place.
+  Tensor z = from_vector({1, 2, 3}, {3}, DType::float64).set_requires_grad(true);
+  Tensor y = z * 5.0;
+  Tensor e = z * 3.0;
+  Tensor f = ops::add(z, y);  // dL/dz = w + 3 v + 5 w
+  ops::sum(ops::add(ops::mul(f, w), ops::mul(e, v))).backward();
+  expect_values(z.grad(), {1 + 3 * 2 + 5 * 1, 10 + 3 * 20 + 5 * 10, 100 + 3 * 200 + 5 * 100});
+}
+
 // A custom Function: y = x^3 with a hand-written backward 3 x^2 g.
 struct Cube : autograd::Function {
   const char* name() const override { return "cube"; }

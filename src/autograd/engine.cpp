@@ -16,9 +16,11 @@ namespace gdn::autograd {
 namespace {
 
 // t is the whole of a buffer nothing else holds: it may be written in place or adopted.
-bool sole_owner(const Tensor& t) {
-  return t.is_contiguous() && t.offset() == 0 && t.storage().use_count() == 1 &&
-         t.storage()->bytes() == t.nbytes();
+// `holders`: the references to t's tensor the caller knows of. One more is someone else's (add's
+// backward hands one gradient tensor to both inputs; a caller may keep the gradient it passed).
+bool sole_owner(const Tensor& t, long holders) {
+  return t.impl_ptr().use_count() == holders && t.is_contiguous() && t.offset() == 0 &&
+         t.storage().use_count() == 1 && t.storage()->bytes() == t.nbytes();
 }
 
 // slot += g. In place when slot owns its buffer alone (a gradient produced for this slot): the
@@ -26,7 +28,7 @@ bool sole_owner(const Tensor& t) {
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!slot.defined()) {
     slot = g;
-  } else if (sole_owner(slot) && slot.shape() == g.shape() && slot.dtype() == g.dtype()) {
+  } else if (sole_owner(slot, 1) && slot.shape() == g.shape() && slot.dtype() == g.dtype()) {
     ops::add_(slot, g);
   } else {
     slot = ops::add(slot, g);
@@ -38,8 +40,10 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
             " for a leaf of shape ", shape_str(leaf.shape));
   Tensor grad = g.dtype() == leaf.dtype ? g : ops::cast(g, leaf.dtype);
   if (!leaf.grad) {
-    // Adopt the buffer when nothing else uses it; otherwise copy into a fresh grad buffer.
-    const bool adoptable = sole_owner(grad) && grad.storage()->category() == MemCategory::temp;
+    // Adopt the buffer when nothing else uses it (held by the caller's g and this copy, or a
+    // fresh cast); otherwise copy into a fresh grad buffer.
+    const bool adoptable =
+        sole_owner(grad, grad.same(g) ? 2 : 1) && grad.storage()->category() == MemCategory::temp;
     if (adoptable) {
       grad.storage()->set_category(MemCategory::grad);
       leaf.grad = std::make_shared<TensorImpl>(grad.impl());
