@@ -99,7 +99,7 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
     return;
   }
   // Small matrices: one GEMM per thread. Large ones: gemm cuts each into blocks for the threads.
-  const bool per_thread = batch >= num_threads() && M * N * K < (1 << 21);
+  const bool per_thread = batch >= num_threads() && M * N * K < kSplitMinWork;
   if (per_thread) {
 #pragma omp parallel
     {
