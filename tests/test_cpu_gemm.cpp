@@ -1,8 +1,8 @@
 // cpu::gemm (kernels/cpu/gemm.cpp) above the size where it cuts C into blocks for the threads:
 // every transpose, both cut directions (C taller than wide and wider than tall), an uneven cut,
-// leading dimensions wider than the matrices, beta 0 and not, fp32 and fp64, against an fp64
-// loop; and the same bits with 1, 2 and 3 threads. ctest runs tests with one OpenMP thread, so
-// the test sets the thread counts itself.
+// the cut along K, leading dimensions wider than the matrices, beta 0 and not, fp32 and fp64,
+// against an fp64 loop; and the same bits with 1, 2 and 3 threads. ctest runs tests with one OpenMP
+// thread, so the test sets the thread counts itself.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -19,8 +19,10 @@ namespace {
 struct Case {
   int64_t M, N, K;
 };
-// Each has M * N * K above the cut's threshold (2^21 multiply-adds).
-const Case kCases[] = {{300, 70, 128}, {40, 333, 200}, {129, 131, 130}};
+// Each has M * N * K above the cut's threshold (2^21 multiply-adds). The last two are weight
+// gradients' shapes (K at least twice M and N), cut along K: 2 slices, and 4 uneven ones.
+const Case kCases[] = {
+    {300, 70, 128}, {40, 333, 200}, {129, 131, 130}, {64, 50, 1024}, {37, 90, 4500}};
 
 template <typename T>
 struct Operands {

@@ -1,6 +1,6 @@
 // BLAS wrappers. A large GEMM is cut into blocks of C shared out over the OpenMP threads, each a
-// single-threaded BLAS call; batched GEMMs split the batch over the threads when there are
-// enough matrices, and otherwise cut each product so.
+// single-threaded BLAS call (a weight gradient's, into slices of K); batched GEMMs split the batch
+// over the threads when there are enough matrices, and otherwise cut each product so.
 #include "kernels/cpu/gemm.h"
 #include "kernels/trace_events.h"
 
@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/blas_select.h"
 
@@ -48,6 +49,54 @@ int num_threads() {
   return n < 1 ? 1 : n;
 }
 
+namespace {
+
+// A weight gradient's shape: K (the tokens) at least twice M and N. Cut by rows, each block
+// re-packs all of B; cut along K, each block packs its own slice of A and B once (256x256x2048:
+// 161 -> 178 GFLOP/s, 256x768x2048: 172 -> 189, on 2 threads).
+bool cut_along_k(int64_t M, int64_t N, int64_t K) {
+  return K >= 2 * std::max(M, N);
+}
+
+// C = alpha op(A) op(B) + beta C as `slices` products over consecutive slices of K: the first into
+// C (with beta), the others into buffers of their own, then added to C in slice order. The number
+// of slices depends on K alone, so the bits do not depend on the threads.
+template <typename T>
+void gemm_k_slices(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const int64_t slices = std::clamp<int64_t>(K / 1024, 2, 4);
+  // Slices 1.. of C, M x N each. Kept between calls (at most 3 weight gradients' worth): fresh
+  // pages for each call would cost page faults every step.
+  thread_local std::vector<T> partial;
+  partial.resize(size_t((slices - 1) * M * N));
+  T* const part = partial.data();  // the calling thread's, named before the other threads run
+  const int threads = omp_in_parallel() ? 1 : num_threads();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    GDN_TRACE_WORKER(__func__);
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < slices; ++s) {
+      const int64_t lo = K * s / slices, hi = K * (s + 1) / slices;
+      const T* a = trans_a ? A + lo * lda : A + lo;
+      const T* b = trans_b ? B + lo : B + lo * ldb;
+      if (s == 0)
+        blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, beta, C, ldc);
+      else
+        blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, T(0),
+                  part + (s - 1) * M * N, N);
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t s = 1; s < slices; ++s) {
+        const T* p = part + (s - 1) * M * N + i * N;
+        T* c = C + i * ldc;
+        for (int64_t j = 0; j < N; ++j) c[j] += p[j];
+      }
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -59,6 +108,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   }
   if (M * N * K < kSplitMinWork) {
     blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (cut_along_k(M, N, K)) {
+    gemm_k_slices(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   // Blocks of C along its longer side, each a single-threaded BLAS call over the whole of K
