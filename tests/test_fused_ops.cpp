@@ -82,6 +82,18 @@ TEST(FusedOps, ConvSiluPackedMatchesConvThenSilu) {
                   {{1, 29, 24}, {24, 4}});
 }
 
+TEST(FusedOps, ConvSiluAcrossBackwardTilesMatchesConvThenSilu) {
+  // The backward runs in tiles of 64 positions (kernels/cpu/conv_rows.h): 3 tiles a row, the last
+  // partial; packed, with documents that start just before, at, and just after a tile's edge.
+  expect_same_all([](auto& x) { return ops::causal_conv1d_silu(x[0], x[1]); },
+                  [](auto& x) { return ops::silu(ops::causal_conv1d(x[0], x[1])); },
+                  {{2, 150, 20}, {20, 1, 4}});
+  const std::vector<int64_t> cu = {0, 62, 64, 129, 131, 200};
+  expect_same_all([cu](auto& x) { return ops::causal_conv1d_silu(x[0], x[1], cu); },
+                  [cu](auto& x) { return ops::silu(ops::causal_conv1d(x[0], x[1], cu)); },
+                  {{1, 200, 24}, {24, 3}});
+}
+
 TEST(FusedOps, SwigluMatchesSiluTimesUp) {
   expect_same_all([](auto& x) { return ops::swiglu(x[0], x[1]); },
                   [](auto& x) { return ops::mul(ops::silu(x[0]), x[1]); },

@@ -203,13 +203,20 @@ void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, in
 }
 
 template <typename T>
-void causal_conv1d_silu_grad(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                             int64_t k, T* dp, const int64_t* seq_start) {
+void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t,
+                                 int64_t c, int64_t k, T* dx, T* dw, const int64_t* seq_start) {
   using A = acc_t<T>;
-  for_each_conv_output(x, w, b, t, c, k, seq_start, [&](int64_t row, int64_t ch, A p) {
-    const A sg = sigmoid_of(p);  // silu'(p) = sg (1 + p (1 - sg))
-    dp[row + ch] = from_acc<T>(to_acc(dy[row + ch]) * sg * (A(1) + p * (A(1) - sg)));
-  });
+  conv::backward_tiled(
+      x, w, b, t, c, k, dx, dw, seq_start, b * t * c >= kPar,
+      [&](int64_t bi, int64_t s, const A* wt, A* p, A* g) GDN_ROW_INLINE {
+        conv::forward_row(x, wt, t, c, k, bi, s, conv::first_tap(seq_start, s), p);
+        const T* dyr = dy + (bi * t + s) * c;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const A pc = to_acc(from_acc<T>(p[ch]));  // rounded to T, as the unfused conv stores it
+          const A sg = sigmoid_of(pc);              // silu'(p) = sg (1 + p (1 - sg))
+          g[ch] = to_acc(from_acc<T>(to_acc(dyr[ch]) * sg * (A(1) + pc * (A(1) - sg))));
+        }
+      });
 }
 
 #define INST(T)                                                                                   \
@@ -225,8 +232,8 @@ void causal_conv1d_silu_grad(const T* x, const T* w, const T* dy, int64_t b, int
                                          int64_t, int64_t, T*, T*);                               \
   template void causal_conv1d_silu_forward<T>(const T*, const T*, int64_t, int64_t, int64_t,      \
                                               int64_t, T*, const int64_t*);                       \
-  template void causal_conv1d_silu_grad<T>(const T*, const T*, const T*, int64_t, int64_t,        \
-                                           int64_t, int64_t, T*, const int64_t*);
+  template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, int64_t, int64_t,    \
+                                               int64_t, int64_t, T*, T*, const int64_t*);
 INST(float)
 INST(double)
 INST(bf16)

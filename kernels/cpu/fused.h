@@ -41,10 +41,11 @@ void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T
 template <typename T>
 void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
                                 T* y, const int64_t* seq_start = nullptr);
-// The gradient at the pre-activation, the conv recomputed: dp = dy silu'(conv(x, w)); the conv's
-// dx, dw then come from causal_conv1d_backward(x, w, dp).
+// Its backward, the conv recomputed: with dp = dy silu'(conv(x, w)), dx and dw of the conv from dp
+// (kernels/cpu/conv_rows.h, in one tiled pass; either may be null).
 template <typename T>
-void causal_conv1d_silu_grad(const T* x, const T* w, const T* dy, int64_t b, int64_t t, int64_t c,
-                             int64_t k, T* dp, const int64_t* seq_start = nullptr);
+void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t,
+                                 int64_t c, int64_t k, T* dx, T* dw,
+                                 const int64_t* seq_start = nullptr);
 
 }  // namespace gdn::cpu

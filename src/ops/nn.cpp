@@ -471,7 +471,6 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
             const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
           const Device dev = gc.device();
-          Tensor dp = empty(s[0].shape(), s[0].dtype(), dev);
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
           const int64_t* st = seq_start_ptr(s[2]);
@@ -480,11 +479,9 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
             if (!dev.is_cpu()) return;
             trace::Span span("kernel", "causal_conv1d_silu backward");
             const scalar_t *xp = s[0].data<scalar_t>(), *wp = s[1].data<scalar_t>();
-            cpu::causal_conv1d_silu_grad(xp, wp, gc.data<scalar_t>(), b, t, c, k,
-                                         dp.data<scalar_t>(), st);
-            cpu::causal_conv1d_backward(xp, wp, dp.data<scalar_t>(), b, t, c, k,
-                                        gx ? dx.data<scalar_t>() : nullptr,
-                                        gw ? dw.data<scalar_t>() : nullptr, st);
+            cpu::causal_conv1d_silu_backward(xp, wp, gc.data<scalar_t>(), b, t, c, k,
+                                             gx ? dx.data<scalar_t>() : nullptr,
+                                             gw ? dw.data<scalar_t>() : nullptr, st);
           });
           return std::vector<Tensor>{dx, dw};
         });
