@@ -47,17 +47,26 @@ Tensor conv_with_tail(const ShortConv& conv, const Tensor& x, const CuSeqlens& c
 DeltaRuleInputs delta_rule_inputs(const DeltaRuleProjections& p, const Tensor& x,
                                   const CuSeqlens& cu, DeltaRuleState* state) {
   const int64_t B = x.size(0), T = x.size(1);
+  constexpr double kEps = 1e-6;  // fla's l2norm in the kernel
   Tensor q = p.q->forward(x), k = p.k->forward(x), v = p.v->forward(x);
-  if (p.q_conv) {
-    q = conv_with_tail(*p.q_conv, q, cu, state ? &state->conv_q : nullptr);
-    k = conv_with_tail(*p.k_conv, k, cu, state ? &state->conv_k : nullptr);
-    v = conv_with_tail(*p.v_conv, v, cu, state ? &state->conv_v : nullptr);
-  } else {
-    q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
-  }
   DeltaRuleInputs in;
-  in.q = ops::l2_norm(ops::reshape(q, {B, T, p.H, p.K}), 1e-6);
-  in.k = ops::l2_norm(ops::reshape(k, {B, T, p.H, p.K}), 1e-6);
+  if (p.q_conv && !state) {  // the conv, SiLU and the norm of each head in one op
+    in.q = p.q_conv->forward_l2norm(q, p.K, kEps, cu);
+    in.k = p.k_conv->forward_l2norm(k, p.K, kEps, cu);
+    v = p.v_conv->forward(v, cu);
+  } else {
+    if (p.q_conv) {
+      q = conv_with_tail(*p.q_conv, q, cu, state ? &state->conv_q : nullptr);
+      k = conv_with_tail(*p.k_conv, k, cu, state ? &state->conv_k : nullptr);
+      v = conv_with_tail(*p.v_conv, v, cu, state ? &state->conv_v : nullptr);
+    } else {
+      q = ops::silu(q), k = ops::silu(k), v = ops::silu(v);
+    }
+    in.q = ops::l2_norm(ops::reshape(q, {B, T, p.H, p.K}), kEps);
+    in.k = ops::l2_norm(ops::reshape(k, {B, T, p.H, p.K}), kEps);
+  }
+  in.q = ops::reshape(in.q, {B, T, p.H, p.K});
+  in.k = ops::reshape(in.k, {B, T, p.H, p.K});
   in.v = ops::reshape(v, {B, T, p.HV, p.V});
   in.beta = ops::sigmoid(p.b->forward(x));
   if (p.allow_neg_eigval) in.beta = ops::mul(in.beta, 2.0);

@@ -17,4 +17,11 @@ Tensor ShortConv::forward(const Tensor& x, const std::vector<int64_t>& cu_seqlen
   return ops::causal_conv1d_silu(x, ops::cast(weight, x.dtype()), cu_seqlens, impl);  // fused
 }
 
+Tensor ShortConv::forward_l2norm(const Tensor& x, int64_t head_dim, double eps,
+                                 const std::vector<int64_t>& cu_seqlens) const {
+  ModuleScope scope(*this);
+  return ops::causal_conv1d_silu_l2norm(x, ops::cast(weight, x.dtype()), head_dim, eps, cu_seqlens,
+                                        impl);
+}
+
 }  // namespace gdn::nn

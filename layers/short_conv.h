@@ -14,6 +14,10 @@ class ShortConv : public Module {
             cuda::Conv1dImpl impl = cuda::kConv1dDefault);
   // x [B, T, C]; with cu_seqlens (packed sequences, B = 1) the conv restarts at each boundary.
   Tensor forward(const Tensor& x, const std::vector<int64_t>& cu_seqlens = {}) const;
+  // forward, then each head of head_dim channels scaled to unit L2 norm (a delta-rule layer's q
+  // and k), in one op.
+  Tensor forward_l2norm(const Tensor& x, int64_t head_dim, double eps,
+                        const std::vector<int64_t>& cu_seqlens = {}) const;
   Tensor weight;
   cuda::Conv1dImpl impl;
 };

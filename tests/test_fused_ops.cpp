@@ -94,6 +94,40 @@ TEST(FusedOps, ConvSiluAcrossBackwardTilesMatchesConvThenSilu) {
                   {{1, 200, 24}, {24, 3}});
 }
 
+// l2_norm over heads of d channels of silu(conv(x)), as delta_rule_inputs ran it unfused.
+Tensor conv_silu_then_l2norm(const Tensor& x, const Tensor& w, int64_t d,
+                             const std::vector<int64_t>& cu = {}) {
+  const Tensor y = ops::silu(ops::causal_conv1d(x, w, cu));
+  const Shape heads = {x.size(0), x.size(1), x.size(2) / d, d};
+  return ops::reshape(ops::l2_norm(ops::reshape(y, heads), 1e-6), x.shape());
+}
+
+TEST(FusedOps, ConvSiluL2NormMatchesConvSiluThenL2Norm) {
+  // heads of 16 channels (and of 1: a norm of one channel), across backward tiles; packed
+  expect_same_all([](auto& x) { return ops::causal_conv1d_silu_l2norm(x[0], x[1], 16, 1e-6); },
+                  [](auto& x) { return conv_silu_then_l2norm(x[0], x[1], 16); },
+                  {{2, 150, 48}, {48, 1, 4}});
+  expect_same_all([](auto& x) { return ops::causal_conv1d_silu_l2norm(x[0], x[1], 1, 1e-6); },
+                  [](auto& x) { return conv_silu_then_l2norm(x[0], x[1], 1); },
+                  {{1, 9, 3}, {3, 1, 4}});
+  const std::vector<int64_t> cu = {0, 62, 64, 129, 131, 200};
+  expect_same_all([cu](auto& x) { return ops::causal_conv1d_silu_l2norm(x[0], x[1], 8, 1e-6, cu); },
+                  [cu](auto& x) { return conv_silu_then_l2norm(x[0], x[1], 8, cu); },
+                  {{1, 200, 24}, {24, 3}});
+}
+
+TEST(FusedOps, ConvSiluL2NormNamesAChannelCountThatIsNotHeads) {
+  const Tensor x = ops::zeros({1, 4, 10}, DType::float32),
+               w = ops::zeros({10, 1, 4}, DType::float32);
+  try {
+    ops::causal_conv1d_silu_l2norm(x, w, 4, 1e-6);
+    FAIL() << "10 channels do not split into heads of 4";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("[1, 4, 10]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("heads of 4"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FusedOps, SwigluMatchesSiluTimesUp) {
   expect_same_all([](auto& x) { return ops::swiglu(x[0], x[1]); },
                   [](auto& x) { return ops::mul(ops::silu(x[0]), x[1]); },
@@ -138,6 +172,7 @@ TEST(FusedOps, ShapesOnMeta) {
   const Tensor x = ops::empty({2, 6, 8}, DType::float32, m),
                w = ops::empty({8, 1, 4}, DType::float32, m);
   EXPECT_EQ(ops::causal_conv1d_silu(x, w).shape(), x.shape());
+  EXPECT_EQ(ops::causal_conv1d_silu_l2norm(x, w, 4, 1e-6).shape(), x.shape());
   EXPECT_EQ(ops::causal_conv1d_silu(ops::empty({1, 6, 8}, DType::bfloat16, m),
                                     ops::empty({8, 4}, DType::bfloat16, m), {0, 2, 6})
                 .shape(),

@@ -13,6 +13,7 @@
 #include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/conv_rows.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/parallel_rows.h"
 #include "kernels/elementwise_ops.h"
@@ -179,43 +180,75 @@ void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T
   rms_norm_backward(h, w, rstd, dy, n, d, dh, dw, dh_out);  // the norm's dx, then h's own gradient
 }
 
-// The conv's pre-activation p at every (batch, time, channel), rounded to T as the unfused conv
-// stores it, handed to epilogue(row offset, channel, p): the one row loop of both passes below.
-template <typename T, typename Epilogue>
-void for_each_conv_output(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                          const int64_t* seq_start, Epilogue epilogue) {
-  using A = acc_t<T>;
-  conv::for_each_row(x, w, b, t, c, k, seq_start, b * t * c >= kPar,
-                     [&](int64_t bi, int64_t s, const A* acc) {
-                       const int64_t row = (bi * t + s) * c;
-                       for (int64_t ch = 0; ch < c; ++ch)
-                         epilogue(row, ch, to_acc(from_acc<T>(acc[ch])));
-                     });
+// a = silu(p) over one row of c channels, each rounded to T as the unfused chain stores it
+// (p itself first): the forward's output, or with norm_dim d the input of the L2 norm of each
+// group of d channels.
+template <typename T, typename A>
+GDN_FAST_MATH_INLINE A silu_of_stored(A p) {
+  const A pc = to_acc(from_acc<T>(p));
+  return to_acc(from_acc<T>(pc * sigmoid_of(pc)));
 }
 
 template <typename T>
 void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                                T* y, const int64_t* seq_start) {
+                                T* y, const int64_t* seq_start, int64_t norm_dim, double eps) {
   using A = acc_t<T>;
-  for_each_conv_output(x, w, b, t, c, k, seq_start, [&](int64_t row, int64_t ch, A p) {
-    y[row + ch] = from_acc<T>(p * sigmoid_of(p));  // y = p sigmoid(p)
-  });
+  conv::for_each_row(x, w, b, t, c, k, seq_start, b * t * c >= kPar,
+                     [&](int64_t bi, int64_t s, const A* p) GDN_ROW_INLINE {
+                       T* yr = y + (bi * t + s) * c;
+                       for (int64_t ch = 0; ch < c; ++ch)
+                         yr[ch] = from_acc<T>(silu_of_stored<T>(p[ch]));  // y = p sigmoid(p)
+                       if (norm_dim == 0) return;
+                       for (int64_t g0 = 0; g0 < c; g0 += norm_dim) {  // y / sqrt(sum y^2 + eps)
+                         const T* yg = yr + g0;
+                         const A ss = lane_sum<A>(
+                             norm_dim, [&](int64_t j) { return to_acc(yg[j]) * to_acc(yg[j]); });
+                         const A r = A(1) / std::sqrt(ss + A(eps));
+                         for (int64_t j = g0; j < g0 + norm_dim; ++j)
+                           yr[j] = from_acc<T>(to_acc(yr[j]) * r);
+                       }
+                     });
 }
 
 template <typename T>
 void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t,
-                                 int64_t c, int64_t k, T* dx, T* dw, const int64_t* seq_start) {
+                                 int64_t c, int64_t k, T* dx, T* dw, const int64_t* seq_start,
+                                 int64_t norm_dim, double eps) {
   using A = acc_t<T>;
   conv::backward_tiled(
       x, w, b, t, c, k, dx, dw, seq_start, b * t * c >= kPar,
       [&](int64_t bi, int64_t s, const A* wt, A* p, A* g) GDN_ROW_INLINE {
         conv::forward_row(x, wt, t, c, k, bi, s, conv::first_tap(seq_start, s), p);
         const T* dyr = dy + (bi * t + s) * c;
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const A pc = to_acc(from_acc<T>(p[ch]));  // rounded to T, as the unfused conv stores it
-          const A sg = sigmoid_of(pc);              // silu'(p) = sg (1 + p (1 - sg))
-          g[ch] = to_acc(from_acc<T>(to_acc(dyr[ch]) * sg * (A(1) + pc * (A(1) - sg))));
+        // p becomes silu'(p) = sg (1 + p (1 - sg)), g the gradient at a = silu(p): dy, or through
+        // the norm of each group (y = a r, r = 1 / sqrt(sum a^2 + eps)): da = r (dy - y sum(dy y)),
+        // rounded to T. Then dp = da silu'(p).
+        if (norm_dim == 0) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const A pc = to_acc(from_acc<T>(p[ch]));  // rounded to T, as the unfused conv stores
+            const A sg = sigmoid_of(pc);
+            p[ch] = sg * (A(1) + pc * (A(1) - sg));
+            g[ch] = to_acc(dyr[ch]);
+          }
+        } else {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const A pc = to_acc(from_acc<T>(p[ch]));
+            const A sg = sigmoid_of(pc);
+            g[ch] = to_acc(from_acc<T>(pc * sg));  // a, as the unfused SiLU stores it
+            p[ch] = sg * (A(1) + pc * (A(1) - sg));
+          }
+          for (int64_t g0 = 0; g0 < c; g0 += norm_dim) {
+            A* gg = g + g0;
+            const T* dyg = dyr + g0;
+            const A r = A(1) / std::sqrt(dot(gg, gg, norm_dim) + A(eps));
+            for (int64_t j = 0; j < norm_dim; ++j)
+              gg[j] = to_acc(from_acc<T>(gg[j] * r));  // y, as the norm stores it
+            const A dy_y = lane_sum<A>(norm_dim, [&](int64_t j) { return to_acc(dyg[j]) * gg[j]; });
+            for (int64_t j = 0; j < norm_dim; ++j)
+              gg[j] = to_acc(from_acc<T>(r * (to_acc(dyg[j]) - gg[j] * dy_y)));
+          }
         }
+        for (int64_t ch = 0; ch < c; ++ch) g[ch] = to_acc(from_acc<T>(g[ch] * p[ch]));
       });
 }
 
@@ -231,9 +264,10 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, int64_t b,
   template void add_rms_norm_backward<T>(const T*, const T*, const acc_t<T>*, const T*, const T*, \
                                          int64_t, int64_t, T*, T*);                               \
   template void causal_conv1d_silu_forward<T>(const T*, const T*, int64_t, int64_t, int64_t,      \
-                                              int64_t, T*, const int64_t*);                       \
+                                              int64_t, T*, const int64_t*, int64_t, double);      \
   template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, int64_t, int64_t,    \
-                                               int64_t, int64_t, T*, T*, const int64_t*);
+                                               int64_t, int64_t, T*, T*, const int64_t*, int64_t, \
+                                               double);
 INST(float)
 INST(double)
 INST(bf16)

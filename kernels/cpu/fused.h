@@ -37,15 +37,20 @@ void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T
                            const T* dh_out, int64_t n, int64_t d, T* dh, T* dw);
 
 // Causal depthwise conv1d + SiLU: y = silu(conv(x, w)) with the conv of causal_conv1d_forward
-// (kernels/cpu/nn.h, same seq_start contract); the pre-activation is not stored.
+// (kernels/cpu/nn.h, same seq_start contract); the pre-activation is not stored. With norm_dim
+// d > 0 (dividing c) each group of d channels of y is then scaled to unit L2 norm, as l2_norm
+// does: y / sqrt(sum y^2 + eps) (the q and k of a delta-rule layer, one head a group).
 template <typename T>
 void causal_conv1d_silu_forward(const T* x, const T* w, int64_t b, int64_t t, int64_t c, int64_t k,
-                                T* y, const int64_t* seq_start = nullptr);
-// Its backward, the conv recomputed: with dp = dy silu'(conv(x, w)), dx and dw of the conv from dp
-// (kernels/cpu/conv_rows.h, in one tiled pass; either may be null).
+                                T* y, const int64_t* seq_start = nullptr, int64_t norm_dim = 0,
+                                double eps = 0);
+// Its backward, the conv recomputed: with dp the gradient at the conv's output (through the norm
+// and silu'), dx and dw of the conv from dp (kernels/cpu/conv_rows.h, in one tiled pass; either
+// may be null).
 template <typename T>
 void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, int64_t b, int64_t t,
                                  int64_t c, int64_t k, T* dx, T* dw,
-                                 const int64_t* seq_start = nullptr);
+                                 const int64_t* seq_start = nullptr, int64_t norm_dim = 0,
+                                 double eps = 0);
 
 }  // namespace gdn::cpu

@@ -437,55 +437,83 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight_in,
   return y;
 }
 
-Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight_in,
-                          const std::vector<int64_t>& cu_seqlens, cuda::Conv1dImpl impl) {
-  const Device dev = detail::common_device("causal_conv1d_silu", {x, weight_in});
-  if (dev.is_cuda()) return silu(causal_conv1d(x, weight_in, cu_seqlens, impl));  // CUDA: unfused
-  detail::check_same_dtype("causal_conv1d_silu", x, weight_in);
-  detail::check_floating("causal_conv1d_silu", x);
+namespace {
+
+// silu(causal_conv1d(x, weight)), each group of norm_dim channels then L2-normed when norm_dim > 0.
+Tensor conv_silu(const char* name, const Tensor& x, const Tensor& weight_in,
+                 const std::vector<int64_t>& cu_seqlens, cuda::Conv1dImpl impl, int64_t norm_dim,
+                 double eps) {
+  const Device dev = detail::common_device(name, {x, weight_in});
+  if (norm_dim > 0)
+    GDN_CHECK(x.dim() == 3 && x.size(2) % norm_dim == 0, name, ": input ", shape_str(x.shape()),
+              " ([B, T, C]) does not split into heads of ", norm_dim, " channels");
+  if (dev.is_cuda()) {  // CUDA: the unfused ops
+    Tensor y = silu(causal_conv1d(x, weight_in, cu_seqlens, impl));
+    if (norm_dim == 0) return y;
+    const Shape heads = {x.size(0), x.size(1), x.size(2) / norm_dim, norm_dim};
+    return reshape(l2_norm(reshape(y, heads), eps), x.shape());
+  }
+  detail::check_same_dtype(name, x, weight_in);
+  detail::check_floating(name, x);
   Tensor weight = weight_in;
   if (weight.dim() == 3) {
-    GDN_CHECK(weight.size(1) == 1, "causal_conv1d_silu: depthwise weight must be [C, 1, W], got ",
+    GDN_CHECK(weight.size(1) == 1, name, ": depthwise weight must be [C, 1, W], got ",
               shape_str(weight.shape()));
     weight = reshape(weight, {weight.size(0), weight.size(2)});
   }
-  GDN_CHECK(x.dim() == 3 && weight.dim() == 2 && weight.size(0) == x.size(2),
-            "causal_conv1d_silu: input ", shape_str(x.shape()), " ([B, T, C]) and weight ",
-            shape_str(weight_in.shape()), " ([C, W])");
+  GDN_CHECK(x.dim() == 3 && weight.dim() == 2 && weight.size(0) == x.size(2), name, ": input ",
+            shape_str(x.shape()), " ([B, T, C]) and weight ", shape_str(weight_in.shape()),
+            " ([C, W])");
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2), k = weight.size(1);
   Tensor xc = contiguous(x.detach()), wc = contiguous(weight.detach());
   Tensor starts = conv_seq_starts(cu_seqlens, b, t, dev);
   Tensor y = empty(x.shape(), x.dtype(), dev);
-  dispatch_dtype<FloatingTypes>(x.dtype(), "causal_conv1d_silu", [&](auto tag) {
+  dispatch_dtype<FloatingTypes>(x.dtype(), name, [&](auto tag) {
     using scalar_t = typename decltype(tag)::type;
-    trace::Span span("kernel", "causal_conv1d_silu");
+    trace::Span span("kernel", name);
     if (dev.is_cpu())
       cpu::causal_conv1d_silu_forward(xc.data<scalar_t>(), wc.data<scalar_t>(), b, t, c, k,
-                                      y.data<scalar_t>(), seq_start_ptr(starts));
+                                      y.data<scalar_t>(), seq_start_ptr(starts), norm_dim, eps);
   });
-  // Saves x and w only: backward recomputes the conv (W taps) rather than storing [B, T, C].
+  // Saves x and w only: backward recomputes the conv (W taps) and the norms rather than storing
+  // [B, T, C].
   if (autograd::needs_grad({x, weight}))
     autograd::record(
-        "causal_conv1d_silu", {x, weight}, y, {xc, wc, starts},
-        [b, t, c, k, gx = x.requires_grad(), gw = weight.requires_grad()](
+        name, {x, weight}, y, {xc, wc, starts},
+        [name, b, t, c, k, norm_dim, eps, gx = x.requires_grad(), gw = weight.requires_grad()](
             const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
           Tensor gc = contiguous(g[0]);
           const Device dev = gc.device();
           Tensor dx = gx ? empty(s[0].shape(), s[0].dtype(), dev) : Tensor();
           Tensor dw = gw ? empty(s[1].shape(), s[1].dtype(), dev) : Tensor();
           const int64_t* st = seq_start_ptr(s[2]);
-          dispatch_dtype<FloatingTypes>(gc.dtype(), "causal_conv1d_silu backward", [&](auto tag) {
+          const std::string backward_name = std::string(name) + " backward";
+          dispatch_dtype<FloatingTypes>(gc.dtype(), backward_name.c_str(), [&](auto tag) {
             using scalar_t = typename decltype(tag)::type;
             if (!dev.is_cpu()) return;
-            trace::Span span("kernel", "causal_conv1d_silu backward");
-            const scalar_t *xp = s[0].data<scalar_t>(), *wp = s[1].data<scalar_t>();
-            cpu::causal_conv1d_silu_backward(xp, wp, gc.data<scalar_t>(), b, t, c, k,
+            trace::Span span("kernel", backward_name.c_str());
+            cpu::causal_conv1d_silu_backward(s[0].data<scalar_t>(), s[1].data<scalar_t>(),
+                                             gc.data<scalar_t>(), b, t, c, k,
                                              gx ? dx.data<scalar_t>() : nullptr,
-                                             gw ? dw.data<scalar_t>() : nullptr, st);
+                                             gw ? dw.data<scalar_t>() : nullptr, st, norm_dim, eps);
           });
           return std::vector<Tensor>{dx, dw};
         });
   return y;
+}
+
+}  // namespace
+
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight,
+                          const std::vector<int64_t>& cu_seqlens, cuda::Conv1dImpl impl) {
+  return conv_silu("causal_conv1d_silu", x, weight, cu_seqlens, impl, 0, 0.0);
+}
+
+Tensor causal_conv1d_silu_l2norm(const Tensor& x, const Tensor& weight, int64_t head_dim,
+                                 double eps, const std::vector<int64_t>& cu_seqlens,
+                                 cuda::Conv1dImpl impl) {
+  GDN_CHECK(head_dim > 0, "causal_conv1d_silu_l2norm: head_dim must be positive, got ", head_dim);
+  return conv_silu("causal_conv1d_silu_l2norm", x, weight, cu_seqlens, impl, head_dim, eps);
 }
 
 }  // namespace gdn::ops

@@ -102,6 +102,12 @@ void add_gradcheck_cases(Cases& c) {
               [](auto& x) {
                 return causal_conv1d_silu(x[0], x[1], {0, 2, 3, 9});
               });
+  add_checked(c, "causal_conv1d_silu_l2norm", {In::normal({2, 5, 6}), In::normal({6, 1, 4})},
+              [](auto& x) { return causal_conv1d_silu_l2norm(x[0], x[1], 3, 1e-6); });
+  add_checked(c, "causal_conv1d_silu_l2norm_packed", {In::normal({1, 9, 4}), In::normal({4, 3})},
+              [](auto& x) {
+                return causal_conv1d_silu_l2norm(x[0], x[1], 2, 1e-6, {0, 2, 3, 9});
+              });
   add_checked(c, "swiglu", {In::normal({3, 5}), In::normal({3, 5})},
               [](auto& x) { return swiglu(x[0], x[1]); });
   for (bool sig : {false, true})

@@ -115,6 +115,11 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight,
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight,
                           const std::vector<int64_t>& cu_seqlens = {},
                           cuda::Conv1dImpl impl = cuda::Conv1dImpl::direct);
+// l2_norm(silu(causal_conv1d(x, weight)), eps) over each head of head_dim channels (C = heads x
+// head_dim): a delta-rule layer's q and k in one pass; backward recomputes the conv and the norms.
+Tensor causal_conv1d_silu_l2norm(const Tensor& x, const Tensor& weight, int64_t head_dim,
+                                 double eps, const std::vector<int64_t>& cu_seqlens = {},
+                                 cuda::Conv1dImpl impl = cuda::Conv1dImpl::direct);
 // SwiGLU: silu(gate) * up, same shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // rms_norm(x, weight, eps) * act(gate), act = sigmoid or silu; gate the shape of x.
