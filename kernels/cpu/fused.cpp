@@ -74,8 +74,7 @@ GDN_CPU_CLONES void gated_rms_norm_forward_rows(const T* x, const T* w, const T*
   using A = acc_t<T>;
   parallel_rows(n, n * d >= kPar, "gated_rms_norm_forward", [&](int64_t i) GDN_ROW_INLINE {
     const T *xr = x + i * d, *zr = z + i * d;
-    A ss = 0;
-    for (int64_t j = 0; j < d; ++j) ss += to_acc(xr[j]) * to_acc(xr[j]);
+    const A ss = lane_sum<A>(d, [&](int64_t j) { return to_acc(xr[j]) * to_acc(xr[j]); });
     const A r = A(1) / std::sqrt(ss / A(d) + A(eps));
     rstd[i] = r;
     T* yr = y + i * d;
@@ -103,10 +102,11 @@ GDN_CPU_CLONES void gated_rms_norm_backward_rows(const T* x, const T* w, const T
         const T *xr = x + i * d, *zr = z + i * d, *gr = dy + i * d;
         const A r = rstd[i];
         for (int64_t j = 0; j < d; ++j) gate_act(to_acc(zr[j]), kSigmoid, act[j], dact[j]);
-        A dot = 0;  // sum_j dn_j w_j x_j
+        const A dot = lane_sum<A>(d, [&](int64_t j) {  // sum_j dn_j w_j x_j
+          return to_acc(gr[j]) * act[j] * (kWeight ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
+        });
         for (int64_t j = 0; j < d; ++j) {
           const A wj = kWeight ? to_acc(w[j]) : A(1);
-          dot += to_acc(gr[j]) * act[j] * wj * to_acc(xr[j]);
           dz[i * d + j] = from_acc<T>(to_acc(gr[j]) * to_acc(xr[j]) * r * wj * dact[j]);
         }
         const A cf = dot * r * r / A(d);
@@ -160,12 +160,9 @@ GDN_CPU_CLONES void add_rms_norm_forward(const T* x, const T* r, const T* w, int
   parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
     const T *xr = x + i * d, *rr = r + i * d;
     T* hr = h + i * d;
-    A ss = 0;
     // h is rounded to T before it is squared: the values rms_norm(add(x, r)) would see.
-    for (int64_t j = 0; j < d; ++j) {
-      hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
-      ss += to_acc(hr[j]) * to_acc(hr[j]);
-    }
+    for (int64_t j = 0; j < d; ++j) hr[j] = from_acc<T>(to_acc(xr[j]) + to_acc(rr[j]));
+    const A ss = lane_sum<A>(d, [&](int64_t j) { return to_acc(hr[j]) * to_acc(hr[j]); });
     const A rs = A(1) / std::sqrt(ss / A(d) + A(eps));
     rstd[i] = rs;
     T* yr = y + i * d;

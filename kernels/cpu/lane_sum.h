@@ -7,11 +7,12 @@ namespace gdn::cpu {
 // Sums in kLanes<A> interleaved partial sums (lane j takes the terms i = j mod lanes, then the
 // lanes are added in order): one 512-bit register of independent accumulators, so the loop
 // vectorises where a single running sum would wait on every add. The order is fixed by n alone.
+// Always inlined: a kernel's clones (kernels/cpu/simd.h) compile it for their instruction set.
 template <typename A>
 inline constexpr int64_t kLanes = 64 / int64_t(sizeof(A));
 
 template <typename A, class Term>
-A lane_sum(int64_t n, const Term& term) {
+inline __attribute__((always_inline)) A lane_sum(int64_t n, const Term& term) {
   constexpr int64_t L = kLanes<A>;
   A part[L] = {};
   int64_t i = 0;
@@ -24,7 +25,7 @@ A lane_sum(int64_t n, const Term& term) {
 }
 
 template <typename A>
-A dot(const A* x, const A* y, int64_t n) {
+inline __attribute__((always_inline)) A dot(const A* x, const A* y, int64_t n) {
   return lane_sum<A>(n, [&](int64_t i) { return x[i] * y[i]; });
 }
 

@@ -3,6 +3,7 @@
 #include "kernels/cpu/nn.h"
 #include "kernels/cpu/column_sums.h"
 #include "kernels/cpu/conv_rows.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
@@ -17,12 +18,10 @@ namespace gdn::cpu {
 namespace {
 constexpr int64_t kPar = 1 << 14;
 
-// sum_j x_j^2 of one row, in index order.
+// sum_j x_j^2 of one row, in lanes (kernels/cpu/lane_sum.h).
 template <typename T>
-acc_t<T> sum_squares(const T* x, int64_t d) {
-  acc_t<T> ss = 0;
-  for (int64_t j = 0; j < d; ++j) ss += to_acc(x[j]) * to_acc(x[j]);
-  return ss;
+inline GDN_ROW_INLINE acc_t<T> sum_squares(const T* x, int64_t d) {
+  return lane_sum<acc_t<T>>(d, [&](int64_t j) { return to_acc(x[j]) * to_acc(x[j]); });
 }
 }  // namespace
 
@@ -85,9 +84,11 @@ GDN_CPU_CLONES void rms_norm_backward(const T* x, const T* w, const acc_t<T>* rs
     const T* xr = x + i * d;
     const T* gr = dy + i * d;
     const A r = rstd[i];
-    A dot = 0;  // sum_j dy_j w_j x_j
-    for (int64_t j = 0; j < d; ++j)
-      dot += to_acc(gr[j]) * (w ? to_acc(w[j]) : A(1)) * to_acc(xr[j]);
+    const A dot = w ? lane_sum<A>(d,
+                                  [&](int64_t j) {  // sum_j dy_j w_j x_j
+                                    return to_acc(gr[j]) * to_acc(w[j]) * to_acc(xr[j]);
+                                  })
+                    : lane_sum<A>(d, [&](int64_t j) { return to_acc(gr[j]) * to_acc(xr[j]); });
     const A c = dot * r * r / A(d);
     T* dr = dx + i * d;
     for (int64_t j = 0; j < d; ++j) {
@@ -121,8 +122,7 @@ GDN_CPU_CLONES void l2_norm_backward(const T* y, const acc_t<T>* rn, const T* dy
   parallel_rows(n, n * d >= kPar, __func__, [&](int64_t i) GDN_ROW_INLINE {
     const T* yr = y + i * d;
     const T* gr = dy + i * d;
-    A dot = 0;
-    for (int64_t j = 0; j < d; ++j) dot += to_acc(gr[j]) * to_acc(yr[j]);
+    const A dot = lane_sum<A>(d, [&](int64_t j) { return to_acc(gr[j]) * to_acc(yr[j]); });
     for (int64_t j = 0; j < d; ++j)
       dx[i * d + j] = from_acc<T>(rn[i] * (to_acc(gr[j]) - to_acc(yr[j]) * dot));
   });
