@@ -1,5 +1,7 @@
-// CPU fp64 sum of squares over fixed blocks (OpenMP across blocks, then the partials in order).
+// CPU fp64 sum of squares over fixed blocks (OpenMP across blocks, each summed in lanes, then the
+// partials in order).
 #include "kernels/cpu/grad_norm.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/trace_events.h"
 
@@ -11,11 +13,11 @@ namespace {
 constexpr int64_t kBlock = 1 << 14;  // elements per partial sum; fixed so the result is too
 
 // Widens an element to fp64 (half types and float through float; double unchanged).
-inline double widen(double x) {
+inline __attribute__((always_inline)) double widen(double x) {
   return x;
 }
 template <typename T>
-inline double widen(T x) {
+inline __attribute__((always_inline)) double widen(T x) {
   return double(float(x));
 }
 }  // namespace
@@ -30,12 +32,11 @@ GDN_CPU_CLONES void sum_squares(const T* x, int64_t n, double* out) {
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t end = b * kBlock + kBlock < n ? b * kBlock + kBlock : n;
-      double s = 0.0;
-      for (int64_t i = b * kBlock; i < end; ++i) {
-        const double v = widen(x[i]);
-        s += v * v;
-      }
-      partial[size_t(b)] = s;
+      const T* xb = x + b * kBlock;
+      partial[size_t(b)] = lane_sum<double>(end - b * kBlock, [&](int64_t i) {
+        const double v = widen(xb[i]);
+        return v * v;
+      });
     }
   }
   double total = 0.0;
