@@ -177,9 +177,8 @@ void add_rms_norm_backward(const T* h, const T* w, const acc_t<T>* rstd, const T
   rms_norm_backward(h, w, rstd, dy, n, d, dh, dw, dh_out);  // the norm's dx, then h's own gradient
 }
 
-// a = silu(p) over one row of c channels, each rounded to T as the unfused chain stores it
-// (p itself first): the forward's output, or with norm_dim d the input of the L2 norm of each
-// group of d channels.
+// a = silu(p) of one channel, rounded to T as the unfused chain stores it (p itself first): the
+// forward's output, or with norm_dim d the input of the L2 norm of each group of d channels.
 template <typename T, typename A>
 GDN_FAST_MATH_INLINE A silu_of_stored(A p) {
   const A pc = to_acc(from_acc<T>(p));
