@@ -51,8 +51,8 @@ DeltaRuleInputs delta_rule_inputs(const DeltaRuleProjections& p, const Tensor& x
   Tensor q = p.q->forward(x), k = p.k->forward(x), v = p.v->forward(x);
   DeltaRuleInputs in;
   if (p.q_conv && !state) {  // the conv, SiLU and the norm of each head in one op
-    in.q = p.q_conv->forward_l2norm(q, p.K, kEps, cu);
-    in.k = p.k_conv->forward_l2norm(k, p.K, kEps, cu);
+    in.q = ops::reshape(p.q_conv->forward_l2norm(q, p.K, kEps, cu), {B, T, p.H, p.K});
+    in.k = ops::reshape(p.k_conv->forward_l2norm(k, p.K, kEps, cu), {B, T, p.H, p.K});
     v = p.v_conv->forward(v, cu);
   } else {
     if (p.q_conv) {
@@ -65,8 +65,6 @@ DeltaRuleInputs delta_rule_inputs(const DeltaRuleProjections& p, const Tensor& x
     in.q = ops::l2_norm(ops::reshape(q, {B, T, p.H, p.K}), kEps);
     in.k = ops::l2_norm(ops::reshape(k, {B, T, p.H, p.K}), kEps);
   }
-  in.q = ops::reshape(in.q, {B, T, p.H, p.K});
-  in.k = ops::reshape(in.k, {B, T, p.H, p.K});
   in.v = ops::reshape(v, {B, T, p.HV, p.V});
   in.beta = ops::sigmoid(p.b->forward(x));
   if (p.allow_neg_eigval) in.beta = ops::mul(in.beta, 2.0);

@@ -2,7 +2,6 @@
 // single-threaded BLAS call (a weight gradient's, into slices of K); batched GEMMs split the batch
 // over the threads when there are enough matrices, and otherwise cut each product so.
 #include "kernels/cpu/gemm.h"
-#include "kernels/trace_events.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/blas_select.h"
+#include "kernels/cpu/parallel_rows.h"
 
 namespace gdn::cpu {
 
@@ -51,6 +51,12 @@ int num_threads() {
 
 namespace {
 
+// Whether a GEMM's blocks go to the threads: not from inside a parallel region (BLAS then runs
+// on the calling thread alone), nor with one thread.
+bool on_threads() {
+  return !omp_in_parallel() && num_threads() > 1;
+}
+
 // A weight gradient's shape: K (the tokens) at least twice M and N. Cut by rows, each block
 // re-packs all of B; cut along K, each block packs its own slice of A and B once (256x256x2048:
 // 161 -> 178 GFLOP/s, 256x768x2048: 172 -> 189, on 2 threads).
@@ -70,29 +76,24 @@ void gemm_k_slices(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   thread_local std::vector<T> partial;
   partial.resize(size_t((slices - 1) * M * N));
   T* const part = partial.data();  // the calling thread's, named before the other threads run
-  const int threads = omp_in_parallel() ? 1 : num_threads();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t s = 0; s < slices; ++s) {
-      const int64_t lo = K * s / slices, hi = K * (s + 1) / slices;
-      const T* a = trans_a ? A + lo * lda : A + lo;
-      const T* b = trans_b ? B + lo : B + lo * ldb;
-      if (s == 0)
-        blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, beta, C, ldc);
-      else
-        blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, T(0),
-                  part + (s - 1) * M * N, N);
+  const bool parallel = on_threads();
+  parallel_rows(slices, parallel, "gemm_k_slices", [&](int64_t s) {
+    const int64_t lo = K * s / slices, hi = K * (s + 1) / slices;
+    const T* a = trans_a ? A + lo * lda : A + lo;
+    const T* b = trans_b ? B + lo : B + lo * ldb;
+    if (s == 0)
+      blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, beta, C, ldc);
+    else
+      blas_gemm(trans_a, trans_b, M, N, hi - lo, alpha, a, lda, b, ldb, T(0),
+                part + (s - 1) * M * N, N);
+  });
+  parallel_rows(M, parallel, "gemm_k_slices", [&](int64_t i) {
+    T* c = C + i * ldc;
+    for (int64_t s = 1; s < slices; ++s) {
+      const T* p = part + (s - 1) * M * N + i * N;
+      for (int64_t j = 0; j < N; ++j) c[j] += p[j];
     }
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t s = 1; s < slices; ++s) {
-        const T* p = part + (s - 1) * M * N + i * N;
-        T* c = C + i * ldc;
-        for (int64_t j = 0; j < N; ++j) c[j] += p[j];
-      }
-  }
+  });
 }
 
 }  // namespace
@@ -121,22 +122,16 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t blocks = std::clamp<int64_t>(extent / kMinBlockExtent, 1, kMaxBlocks);
-  const int threads = omp_in_parallel() ? 1 : num_threads();
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t lo = extent * blk / blocks, hi = extent * (blk + 1) / blocks;
-      if (by_rows) {
-        const T* a = trans_a ? A + lo : A + lo * lda;
-        blas_gemm(trans_a, trans_b, hi - lo, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
-      } else {
-        const T* b = trans_b ? B + lo * ldb : B + lo;
-        blas_gemm(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
-      }
+  parallel_rows(blocks, on_threads(), "gemm", [&](int64_t blk) {
+    const int64_t lo = extent * blk / blocks, hi = extent * (blk + 1) / blocks;
+    if (by_rows) {
+      const T* a = trans_a ? A + lo : A + lo * lda;
+      blas_gemm(trans_a, trans_b, hi - lo, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
+    } else {
+      const T* b = trans_b ? B + lo * ldb : B + lo;
+      blas_gemm(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
     }
-  }
+  });
 }
 
 template <typename T>
@@ -154,14 +149,10 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   // Small matrices: one GEMM per thread. Large ones: gemm cuts each into blocks for the threads.
   const bool per_thread = batch >= num_threads() && M * N * K < kSplitMinWork;
   if (per_thread) {
-#pragma omp parallel
-    {
-      GDN_TRACE_WORKER(__func__);
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < batch; ++b)
-        gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
-             C + b * stride_c, ldc);
-    }
+    parallel_rows(batch, true, "gemm_strided_batched", [&](int64_t b) {
+      gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+           C + b * stride_c, ldc);
+    });
   } else {
     for (int64_t b = 0; b < batch; ++b)
       gemm(trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
